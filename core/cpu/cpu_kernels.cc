@@ -1,0 +1,541 @@
+// The CPU backend: every DeviceKernels primitive (core/kernels.h) for host memory.
+//
+// Elementwise kernels go through StridedLoop (core/cpu/strided_loop.h), gemm through OpenBLAS.
+// Kernels never throw from inside an OpenMP region: every argument was checked by the op.
+#include <cblas.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/strided_loop.h"
+#include "core/kernels.h"
+
+namespace distgrad::kernels {
+namespace {
+
+using cpu::map_binary;
+using cpu::map_unary;
+using cpu::StridedLoop;
+
+// Float32 sums accumulate in float64; other types in themselves.
+template <typename T>
+using AccumulateType = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+template <typename T>
+bool is_nan(T value) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(value);
+  else return false;
+}
+
+void fill(const Tensor& out, double value) {
+  dispatch_dtype(out.dtype(), "fill", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T typed = static_cast<T>(value);
+    T* data = static_cast<T*>(out.data_ptr());
+    StridedLoop<1>(out.sizes(), {&out.strides()}).run([&](const auto& offsets, const auto& steps, int64_t count) {
+      T* o = data + offsets[0];
+      if (steps[0] == 1) {
+        std::fill(o, o + count, typed);
+      } else {
+        for (int64_t j = 0; j < count; ++j) o[j * steps[0]] = typed;
+      }
+    });
+  });
+}
+
+void copy(const Tensor& out, const Tensor& in) {
+  dispatch_dtype(out.dtype(), "copy", [&](auto out_tag) {
+    using Out = typename decltype(out_tag)::type;
+    dispatch_dtype(in.dtype(), "copy", [&](auto in_tag) {
+      using In = typename decltype(in_tag)::type;
+      map_unary<Out, In>(out, in, [](In x) { return static_cast<Out>(x); });
+    });
+  });
+}
+
+template <typename T>
+T integer_power(T base, T exponent) {
+  if (exponent < 0) {  // only 1 and -1 have non-zero integer powers below 0
+    if (base == 1) return 1;
+    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  T result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result *= base;
+    base *= base;
+    exponent >>= 1;
+  }
+  return result;
+}
+
+template <typename T>
+void unary_typed(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBounds& bounds) {
+  constexpr bool kFloating = std::is_floating_point_v<T>;
+  switch (op) {
+    case UnaryOp::kLogicalNot:
+      if constexpr (std::is_same_v<T, bool>) return map_unary<bool, T>(out, in, [](T x) { return !x; });
+      break;
+    case UnaryOp::kClamp:
+      if constexpr (!std::is_same_v<T, bool>) {
+        const T lo = bounds.has_min ? static_cast<T>(bounds.min) : std::numeric_limits<T>::lowest();
+        const T hi = bounds.has_max ? static_cast<T>(bounds.max) : std::numeric_limits<T>::max();
+        // Written so that NaN passes through, as in PyTorch.
+        return map_unary<T, T>(out, in, [lo, hi](T x) { return x < lo ? lo : (x > hi ? hi : x); });
+      }
+      break;
+    case UnaryOp::kNeg:
+      if constexpr (!std::is_same_v<T, bool>) return map_unary<T, T>(out, in, [](T x) { return -x; });
+      break;
+    case UnaryOp::kAbs:
+      if constexpr (!std::is_same_v<T, bool>) return map_unary<T, T>(out, in, [](T x) { return x < 0 ? -x : x; });
+      break;
+    case UnaryOp::kSign:
+      if constexpr (!std::is_same_v<T, bool>) {
+        return map_unary<T, T>(out, in, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
+      }
+      break;
+    case UnaryOp::kRelu:
+      if constexpr (!std::is_same_v<T, bool>) return map_unary<T, T>(out, in, [](T x) { return x < 0 ? T(0) : x; });
+      break;
+    default:
+      break;
+  }
+  if constexpr (kFloating) {
+    switch (op) {
+      case UnaryOp::kExp: return map_unary<T, T>(out, in, [](T x) { return std::exp(x); });
+      case UnaryOp::kLog: return map_unary<T, T>(out, in, [](T x) { return std::log(x); });
+      case UnaryOp::kLog1p: return map_unary<T, T>(out, in, [](T x) { return std::log1p(x); });
+      case UnaryOp::kSqrt: return map_unary<T, T>(out, in, [](T x) { return std::sqrt(x); });
+      case UnaryOp::kRsqrt: return map_unary<T, T>(out, in, [](T x) { return T(1) / std::sqrt(x); });
+      case UnaryOp::kSin: return map_unary<T, T>(out, in, [](T x) { return std::sin(x); });
+      case UnaryOp::kCos: return map_unary<T, T>(out, in, [](T x) { return std::cos(x); });
+      case UnaryOp::kTanh: return map_unary<T, T>(out, in, [](T x) { return std::tanh(x); });
+      case UnaryOp::kSigmoid: return map_unary<T, T>(out, in, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+      case UnaryOp::kErf: return map_unary<T, T>(out, in, [](T x) { return std::erf(x); });
+      case UnaryOp::kGelu:
+        return map_unary<T, T>(out, in, [](T x) { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); });
+      default: break;
+    }
+  }
+  DISTGRAD_FAIL("cpu unary kernel: op ", static_cast<int>(op), " is not defined for ", dtype_name(dtype_of<T>()));
+}
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBounds& bounds) {
+  dispatch_dtype(in.dtype(), "unary", [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, out, in, bounds); });
+}
+
+// Calls fn with the scalar function of `op` for T.
+template <typename T, typename Fn>
+void with_binary_function(BinaryOp op, Fn&& fn) {
+  if constexpr (std::is_same_v<T, bool>) {
+    switch (op) {
+      case BinaryOp::kLogicalAnd: return fn([](T x, T y) -> bool { return x && y; });
+      case BinaryOp::kLogicalOr: return fn([](T x, T y) -> bool { return x || y; });
+      case BinaryOp::kEq: return fn([](T x, T y) -> bool { return x == y; });
+      case BinaryOp::kNe: return fn([](T x, T y) -> bool { return x != y; });
+      default: break;
+    }
+  } else {
+    switch (op) {
+      case BinaryOp::kAdd: return fn([](T x, T y) -> T { return x + y; });
+      case BinaryOp::kSub: return fn([](T x, T y) -> T { return x - y; });
+      case BinaryOp::kMul: return fn([](T x, T y) -> T { return x * y; });
+      case BinaryOp::kDiv:
+        if constexpr (std::is_floating_point_v<T>) return fn([](T x, T y) -> T { return x / y; });
+        break;
+      case BinaryOp::kPow:
+        if constexpr (std::is_floating_point_v<T>) return fn([](T x, T y) -> T { return std::pow(x, y); });
+        else return fn([](T x, T y) -> T { return integer_power(x, y); });
+      case BinaryOp::kMaximum:
+        return fn([](T x, T y) -> T { return is_nan(x) ? x : (x > y ? x : y); });
+      case BinaryOp::kMinimum:
+        return fn([](T x, T y) -> T { return is_nan(x) ? x : (x < y ? x : y); });
+      case BinaryOp::kEq: return fn([](T x, T y) -> bool { return x == y; });
+      case BinaryOp::kNe: return fn([](T x, T y) -> bool { return x != y; });
+      case BinaryOp::kLt: return fn([](T x, T y) -> bool { return x < y; });
+      case BinaryOp::kLe: return fn([](T x, T y) -> bool { return x <= y; });
+      case BinaryOp::kGt: return fn([](T x, T y) -> bool { return x > y; });
+      case BinaryOp::kGe: return fn([](T x, T y) -> bool { return x >= y; });
+      default: break;
+    }
+  }
+  DISTGRAD_FAIL("cpu binary kernel: op ", static_cast<int>(op), " is not defined for ", dtype_name(dtype_of<T>()));
+}
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_dtype(a.dtype(), "binary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_binary_function<T>(op, [&](auto function) {
+      using Out = decltype(function(T{}, T{}));
+      map_binary<Out, T>(out, a, b, function);
+    });
+  });
+}
+
+void binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
+  dispatch_dtype(a.dtype(), "binary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T s = static_cast<T>(scalar);
+    with_binary_function<T>(op, [&](auto function) {
+      using Out = decltype(function(T{}, T{}));
+      if (scalar_first) {
+        map_unary<Out, T>(out, a, [&](T x) { return function(s, x); });
+      } else {
+        map_unary<Out, T>(out, a, [&](T x) { return function(x, s); });
+      }
+    });
+  });
+}
+
+void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b) {
+  dispatch_dtype(out.dtype(), "where", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out_data = static_cast<T*>(out.data_ptr());
+    const bool* c_data = static_cast<const bool*>(condition.data_ptr());
+    const T* a_data = static_cast<const T*>(a.data_ptr());
+    const T* b_data = static_cast<const T*>(b.data_ptr());
+    StridedLoop<4>(out.sizes(), {&out.strides(), &condition.strides(), &a.strides(), &b.strides()})
+        .run([&](const auto& offsets, const auto& steps, int64_t count) {
+          for (int64_t j = 0; j < count; ++j) {
+            out_data[offsets[0] + j * steps[0]] = c_data[offsets[1] + j * steps[1]]
+                                                      ? a_data[offsets[2] + j * steps[2]]
+                                                      : b_data[offsets[3] + j * steps[3]];
+          }
+        });
+  });
+}
+
+// Sum or product of a contiguous run with several accumulators (the order is fixed, so
+// results do not depend on the thread count).
+template <typename T>
+AccumulateType<T> accumulate_run(ReduceOp op, const T* data, int64_t count) {
+  using Acc = AccumulateType<T>;
+  const Acc identity = op == ReduceOp::kSum ? Acc(0) : Acc(1);
+  Acc lanes[8] = {identity, identity, identity, identity, identity, identity, identity, identity};
+  int64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    for (int lane = 0; lane < 8; ++lane) {
+      lanes[lane] = op == ReduceOp::kSum ? lanes[lane] + Acc(data[j + lane]) : lanes[lane] * Acc(data[j + lane]);
+    }
+  }
+  Acc result = identity;
+  for (int lane = 0; lane < 8; ++lane) result = op == ReduceOp::kSum ? result + lanes[lane] : result * lanes[lane];
+  for (; j < count; ++j) result = op == ReduceOp::kSum ? result + Acc(data[j]) : result * Acc(data[j]);
+  return result;
+}
+
+template <typename T>
+void reduce_accumulate(ReduceOp op, T* out, const T* in, int64_t outer, int64_t reduced, int64_t inner) {
+  using Acc = AccumulateType<T>;
+  if (inner == 1 && outer == 1 && reduced >= 2 * cpu::kParallelGrain) {
+    // One long run: fixed-size blocks in parallel, then their partial results in order.
+    const int64_t blocks = (reduced + cpu::kParallelGrain - 1) / cpu::kParallelGrain;
+    std::vector<Acc> partial(blocks);
+#pragma omp parallel for
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t begin = block * cpu::kParallelGrain;
+      partial[block] = accumulate_run(op, in + begin, std::min(cpu::kParallelGrain, reduced - begin));
+    }
+    Acc result = op == ReduceOp::kSum ? Acc(0) : Acc(1);
+    for (Acc value : partial) result = op == ReduceOp::kSum ? result + value : result * value;
+    out[0] = static_cast<T>(result);
+    return;
+  }
+  const bool parallel = outer * reduced * inner >= cpu::kParallelGrain && outer > 1;
+  if (inner == 1) {
+#pragma omp parallel for if (parallel)
+    for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<T>(accumulate_run(op, in + o * reduced, reduced));
+    return;
+  }
+#pragma omp parallel for if (parallel)
+  for (int64_t o = 0; o < outer; ++o) {
+    std::vector<Acc> acc(inner, op == ReduceOp::kSum ? Acc(0) : Acc(1));
+    for (int64_t r = 0; r < reduced; ++r) {
+      const T* row = in + (o * reduced + r) * inner;
+      if (op == ReduceOp::kSum) {
+        for (int64_t i = 0; i < inner; ++i) acc[i] += Acc(row[i]);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) acc[i] *= Acc(row[i]);
+      }
+    }
+    for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = static_cast<T>(acc[i]);
+  }
+}
+
+// Max (or min) with the index of the first extreme; NaN beats every number.
+template <typename T>
+void reduce_extreme(bool is_max, T* out, int64_t* indices, const T* in, int64_t outer, int64_t reduced,
+                    int64_t inner) {
+  const bool parallel = outer * reduced * inner >= cpu::kParallelGrain && outer * inner > 1;
+#pragma omp parallel for if (parallel)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    const int64_t o = oi / inner, i = oi % inner;
+    const T* column = in + o * reduced * inner + i;
+    T best = column[0];
+    int64_t best_index = 0;
+    for (int64_t r = 1; r < reduced && !is_nan(best); ++r) {
+      const T value = column[r * inner];
+      if (is_nan(value) || (is_max ? value > best : value < best)) {
+        best = value;
+        best_index = r;
+      }
+    }
+    out[oi] = best;
+    if (indices != nullptr) indices[oi] = best_index;
+  }
+}
+
+void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer,
+            int64_t reduced, int64_t inner) {
+  dispatch_dtype(in.dtype(), "reduce", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      DISTGRAD_FAIL("cpu reduce kernel: bool input (convert to int64 first)");
+    } else {
+      T* out = static_cast<T*>(values.data_ptr());
+      const T* data = static_cast<const T*>(in.data_ptr());
+      if (op == ReduceOp::kSum || op == ReduceOp::kProd) {
+        reduce_accumulate(op, out, data, outer, reduced, inner);
+      } else {
+        int64_t* index_data = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+        reduce_extreme(op == ReduceOp::kMax, out, index_data, data, outer, reduced, inner);
+      }
+    }
+  });
+}
+
+// Note [OpenBLAS threads for small products]
+// OpenBLAS wakes its thread pool for products far too small to gain from it, and waking a
+// sleeping thread costs tens of microseconds on a VM: the sine example ran 4x slower in wall
+// time with 2 BLAS threads than with 1. Products under kSingleThreadFlops run on the calling
+// thread only; larger ones use OpenBLAS's configured thread count. openblas_set_num_threads
+// is process-wide, so the switch is only made when more than one BLAS thread is configured;
+// distgrad-run starts workers with OMP_NUM_THREADS=1, where it never happens.
+constexpr double kSingleThreadFlops = 1 << 22;
+
+class SingleBlasThreadScope {
+ public:
+  explicit SingleBlasThreadScope(bool active) : saved_(active ? openblas_get_num_threads() : 0) {
+    if (saved_ > 1) openblas_set_num_threads(1);
+  }
+  ~SingleBlasThreadScope() {
+    if (saved_ > 1) openblas_set_num_threads(saved_);
+  }
+  SingleBlasThreadScope(const SingleBlasThreadScope&) = delete;
+  SingleBlasThreadScope& operator=(const SingleBlasThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+void gemm(const GemmArgs& args) {
+  const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
+  const SingleBlasThreadScope single_thread(flops < kSingleThreadFlops);
+  const auto trans_a = args.transpose_a ? CblasTrans : CblasNoTrans;
+  const auto trans_b = args.transpose_b ? CblasTrans : CblasNoTrans;
+  for (int64_t i = 0; i < args.batch; ++i) {
+    if (args.dtype == kFloat32) {
+      cblas_sgemm(CblasRowMajor, trans_a, trans_b, args.m, args.n, args.k, static_cast<float>(args.alpha),
+                  static_cast<const float*>(args.a) + i * args.stride_a, args.lda,
+                  static_cast<const float*>(args.b) + i * args.stride_b, args.ldb, static_cast<float>(args.beta),
+                  static_cast<float*>(args.c) + i * args.stride_c, args.ldc);
+    } else {
+      DISTGRAD_CHECK(args.dtype == kFloat64, "cpu gemm: expected float32 or float64, found ", args.dtype);
+      cblas_dgemm(CblasRowMajor, trans_a, trans_b, args.m, args.n, args.k, args.alpha,
+                  static_cast<const double*>(args.a) + i * args.stride_a, args.lda,
+                  static_cast<const double*>(args.b) + i * args.stride_b, args.ldb, args.beta,
+                  static_cast<double*>(args.c) + i * args.stride_c, args.ldc);
+    }
+  }
+}
+
+void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t dim_size,
+                  int64_t inner) {
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  const int64_t count = index.numel();
+  dispatch_dtype(in.dtype(), "index_select", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < count; ++j) {
+        std::copy_n(src + (o * dim_size + idx[j]) * inner, inner, dst + (o * count + j) * inner);
+      }
+    }
+  });
+}
+
+// Calls visit(position, offset_in_other) for every position of contiguous `index`, where the
+// offset addresses contiguous `other` at the same coordinates except index[position] along dim.
+template <typename Visit>
+void for_each_indexed(const Tensor& index, const Tensor& other, int64_t dim, Visit visit) {
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  const Shape& sizes = index.sizes();
+  const Shape other_strides = contiguous_strides(other.sizes());
+  const int64_t ndim = index.dim();
+  Shape coord(ndim, 0);
+  const int64_t n = index.numel();
+  for (int64_t p = 0; p < n; ++p) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < ndim; ++d) offset += (d == dim ? idx[p] : coord[d]) * other_strides[d];
+    visit(p, offset);
+    for (int64_t d = ndim - 1; d >= 0; --d) {
+      if (++coord[d] < sizes[d]) break;
+      coord[d] = 0;
+    }
+  }
+}
+
+void gather(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim) {
+  dispatch_dtype(in.dtype(), "gather", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    for_each_indexed(index, in, dim, [&](int64_t p, int64_t offset) { dst[p] = src[offset]; });
+  });
+}
+
+void scatter_add(const Tensor& self, const Tensor& index, const Tensor& src, int64_t dim) {
+  dispatch_dtype(self.dtype(), "scatter_add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      DISTGRAD_FAIL("scatter_add: bool tensors cannot be added");
+    } else {
+      T* dst = static_cast<T*>(self.data_ptr());
+      const T* values = static_cast<const T*>(src.data_ptr());
+      const Shape src_strides = contiguous_strides(src.sizes());
+      const Shape index_strides = contiguous_strides(index.sizes());
+      for_each_indexed(index, self, dim, [&](int64_t p, int64_t offset) {
+        // Same coordinates in src, which may be larger than index.
+        int64_t src_offset = 0, rest = p;
+        for (int64_t d = 0; d < index.dim(); ++d) {
+          src_offset += rest / index_strides[d] * src_strides[d];
+          rest %= index_strides[d];
+        }
+        dst[offset] += values[src_offset];
+      });
+    }
+  });
+}
+
+void im2col(const Tensor& col, const Tensor& in, const Window2d& w) {
+  dispatch_floating(in.dtype(), "im2col", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(col.data_ptr());
+    const int64_t rows = w.channels * w.kernel_h * w.kernel_w;
+    const int64_t plane = w.out_h * w.out_w;
+#pragma omp parallel for collapse(2) if (w.batch * rows * plane >= cpu::kParallelGrain)
+    for (int64_t n = 0; n < w.batch; ++n) {
+      for (int64_t row = 0; row < rows; ++row) {
+        const int64_t c = row / (w.kernel_h * w.kernel_w);
+        const int64_t ki = row / w.kernel_w % w.kernel_h;
+        const int64_t kj = row % w.kernel_w;
+        const T* image = src + (n * w.channels + c) * w.height * w.width;
+        T* out = dst + (n * rows + row) * plane;
+        for (int64_t oh = 0; oh < w.out_h; ++oh) {
+          const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
+          for (int64_t ow = 0; ow < w.out_w; ++ow) {
+            const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
+            const bool inside = ih >= 0 && ih < w.height && iw >= 0 && iw < w.width;
+            out[oh * w.out_w + ow] = inside ? image[ih * w.width + iw] : T(0);
+          }
+        }
+      }
+    }
+  });
+}
+
+void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& w) {
+  dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
+    const int64_t planes = w.batch * w.channels;
+#pragma omp parallel for if (planes * w.out_h * w.out_w >= cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* image = src + p * w.height * w.width;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t best_index = -1;
+          for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
+            const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
+            if (ih < 0 || ih >= w.height) continue;
+            for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+              const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
+              if (iw < 0 || iw >= w.width) continue;
+              const T value = image[ih * w.width + iw];
+              if (best_index < 0 || value > best || (std::isnan(value) && !std::isnan(best))) {
+                best = value;
+                best_index = ih * w.width + iw;
+              }
+            }
+          }
+          const int64_t o = (p * w.out_h + oh) * w.out_w + ow;
+          dst[o] = best;
+          idx[o] = best_index;
+        }
+      }
+    }
+  });
+}
+
+void avg_pool2d(const Tensor& out, const Tensor& in, const Window2d& w, bool count_include_pad) {
+  dispatch_floating(in.dtype(), "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    const int64_t planes = w.batch * w.channels;
+#pragma omp parallel for if (planes * w.out_h * w.out_w >= cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* image = src + p * w.height * w.width;
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          int64_t h0 = oh * w.stride_h - w.pad_h, w0 = ow * w.stride_w - w.pad_w;
+          int64_t h1 = std::min(h0 + w.kernel_h, w.height + w.pad_h);
+          int64_t w1 = std::min(w0 + w.kernel_w, w.width + w.pad_w);
+          const int64_t padded_count = (h1 - h0) * (w1 - w0);
+          h0 = std::max<int64_t>(h0, 0);
+          w0 = std::max<int64_t>(w0, 0);
+          h1 = std::min(h1, w.height);
+          w1 = std::min(w1, w.width);
+          AccumulateType<T> total = 0;
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) total += image[ih * w.width + iw];
+          }
+          const int64_t divisor = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
+          dst[(p * w.out_h + oh) * w.out_w + ow] = static_cast<T>(total / divisor);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+const DeviceKernels& cpu_kernels() {
+  static const DeviceKernels table{
+      .fill = fill,
+      .copy = copy,
+      .unary = unary,
+      .binary = binary,
+      .binary_scalar = binary_scalar,
+      .where = where,
+      .reduce = reduce,
+      .gemm = gemm,
+      .index_select = index_select,
+      .gather = gather,
+      .scatter_add = scatter_add,
+      .im2col = im2col,
+      .max_pool2d = max_pool2d,
+      .avg_pool2d = avg_pool2d,
+  };
+  return table;
+}
+
+}  // namespace distgrad::kernels

@@ -1,0 +1,107 @@
+// DeviceKernels: the few primitives each device backend implements (internal to core).
+//
+// Note [Primitive kernels]
+// Ops in core/ops.h check their arguments, compute output shapes, broadcast operands with
+// stride-0 views (ops::expand) and allocate outputs; then they call one of the primitives
+// below through `kernels_for(device)`. Everything else (softmax, var, norm, cat, one_hot,
+// conv2d's bias, ...) is composed from these primitives, so the CPU (core/cpu/) and CUDA
+// (core/cuda/) backends implement the same short list and every composed op works on both.
+//
+// Contract for every primitive:
+//   - all tensors are on the backend's device; shapes and dtypes were checked by the caller;
+//   - `out` is freshly allocated or a caller-checked in-place target, never overlapping the
+//     inputs except in elementwise ops where out and an input are exactly the same view;
+//   - inputs may have any strides (including 0 from broadcasting) unless marked contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace distgrad::kernels {
+
+enum class UnaryOp {
+  kNeg, kAbs, kSign, kExp, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kErf,
+  kClamp, kLogicalNot,
+};
+
+enum class BinaryOp {
+  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
+  kEq, kNe, kLt, kLe, kGt, kGe,  // comparisons write a bool output
+  kLogicalAnd, kLogicalOr,       // bool inputs and output
+};
+
+constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kGe; }
+
+enum class ReduceOp { kSum, kProd, kMax, kMin };
+
+// Bounds for kClamp; an absent bound is not applied.
+struct ClampBounds {
+  double min = 0, max = 0;
+  bool has_min = false, has_max = false;
+};
+
+// Row-major C = alpha * op(A) * op(B) + beta * C for `batch` independent matrices.
+// A is m x k after op, B is k x n after op; ld* are leading dimensions in elements;
+// stride_* are the distances between consecutive batch entries (0 to reuse one matrix).
+struct GemmArgs {
+  DType dtype = kFloat32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transpose_a = false, transpose_b = false;
+  double alpha = 1, beta = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+};
+
+// A sliding 2-D window over NCHW input: conv2d's im2col and the pooling kernels.
+struct Window2d {
+  int64_t batch = 0, channels = 0, height = 0, width = 0;
+  int64_t kernel_h = 0, kernel_w = 0, stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t out_h = 0, out_w = 0;
+};
+
+struct DeviceKernels {
+  // out[...] = value (converted to out's dtype).
+  void (*fill)(const Tensor& out, double value);
+  // out[...] = in[...] converting dtype; `in` has out's shape (possibly expanded).
+  void (*copy)(const Tensor& out, const Tensor& in);
+  void (*unary)(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBounds& bounds);
+  // `a` and `b` have out's shape and one dtype; out is bool for comparisons.
+  void (*binary)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+  // out = op(a, scalar), or op(scalar, a) when `scalar_first`.
+  void (*binary_scalar)(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first);
+  // out = condition ? a : b; all four have out's shape, condition is bool.
+  void (*where)(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
+  // `in` is contiguous and read as [outer, reduced, inner]; `values` (contiguous, [outer * inner])
+  // gets the reduction over the middle dimension; for kMax/kMin, `indices` (int64, contiguous,
+  // or undefined) gets the position of the first extreme (NaN counts as the extreme).
+  void (*reduce)(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer,
+                 int64_t reduced, int64_t inner);
+  void (*gemm)(const GemmArgs& args);
+  // out[o, j, i] = in[o, index[j], i] with `in` contiguous as [outer, dim_size, inner] and
+  // out contiguous as [outer, index.numel(), inner]; indices were bounds-checked.
+  void (*index_select)(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t dim_size,
+                       int64_t inner);
+  // out = in gathered along `dim` at `index` (all contiguous, index has out's shape).
+  void (*gather)(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim);
+  // self[..., index[p], ...] += src[p] along `dim` for every position p of index
+  // (self, index and src contiguous; src at least index's size in every dimension).
+  void (*scatter_add)(const Tensor& self, const Tensor& index, const Tensor& src, int64_t dim);
+  // col [batch, channels * kernel_h * kernel_w, out_h * out_w] from contiguous NCHW `in`.
+  void (*im2col)(const Tensor& col, const Tensor& in, const Window2d& window);
+  // Max over each window (padding never wins); indices are flat positions in the H*W plane.
+  void (*max_pool2d)(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& window);
+  void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);
+};
+
+// The kernels of `device`'s backend; throws when distgrad was built without it.
+const DeviceKernels& kernels_for(Device device);
+
+const DeviceKernels& cpu_kernels();
+
+}  // namespace distgrad::kernels

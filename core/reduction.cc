@@ -1,0 +1,221 @@
+#include "core/reduction.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/copy.h"
+#include "core/creation.h"
+#include "core/elementwise.h"
+#include "core/indexing.h"
+#include "core/kernels.h"
+#include "core/op_checks.h"
+#include "core/views.h"
+
+namespace distgrad::ops {
+namespace {
+
+using kernels::ReduceOp;
+
+// How a reduction is handed to the `reduce` kernel: `input` is contiguous and read as
+// [outer, reduced, inner]. Reduced dims that form one block of a contiguous tensor are
+// reduced in place; otherwise the kept dims are permuted first and the tensor copied.
+struct ReducePlan {
+  Tensor input;
+  int64_t outer = 1, reduced = 1, inner = 1;
+  Shape kept_sizes;    // result sizes without the reduced dims
+  Shape keepdim_sizes; // result sizes with each reduced dim as 1
+};
+
+ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
+  t.check_defined(op);
+  const int64_t ndim = t.dim();
+  std::vector<bool> is_reduced(ndim, dims.empty());
+  for (int64_t dim : dims) {
+    const int64_t d = wrap_dim(dim, ndim, op);
+    if (ndim == 0) continue;
+    DISTGRAD_CHECK(!is_reduced[d], op, ": dimension ", d, " appears twice in dims ", shape_str(dims));
+    is_reduced[d] = true;
+  }
+  ReducePlan plan;
+  int64_t first = ndim, last = -1;
+  for (int64_t d = 0; d < ndim; ++d) {
+    plan.keepdim_sizes.push_back(is_reduced[d] ? 1 : t.size(d));
+    if (is_reduced[d]) {
+      first = std::min(first, d);
+      last = d;
+      plan.reduced *= t.size(d);
+    } else {
+      plan.kept_sizes.push_back(t.size(d));
+    }
+  }
+  bool one_block = true;
+  for (int64_t d = first; d <= last; ++d) one_block = one_block && is_reduced[d];
+  if (one_block) {
+    plan.input = contiguous(t);
+    for (int64_t d = 0; d < first && d < ndim; ++d) plan.outer *= t.size(d);
+    for (int64_t d = last + 1; d < ndim; ++d) plan.inner *= t.size(d);
+    if (last < 0) plan.outer = t.numel();  // nothing reduced (a 0-dim tensor)
+    return plan;
+  }
+  Shape order;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!is_reduced[d]) order.push_back(d);
+  }
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (is_reduced[d]) order.push_back(d);
+  }
+  plan.input = contiguous(permute(t, order));
+  plan.outer = shape_numel(plan.kept_sizes);
+  return plan;
+}
+
+// Runs the reduce kernel; `indices` is filled too when requested (kMax/kMin only).
+ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim, bool with_indices,
+                            const char* name) {
+  ReducePlan plan = plan_reduction(t, dims, name);
+  const Shape& sizes = keepdim ? plan.keepdim_sizes : plan.kept_sizes;
+  const TensorOptions options{.dtype = plan.input.dtype(), .device = t.device()};
+  ValuesIndices result{empty(sizes, options), {}};
+  if (with_indices) result.indices = empty(sizes, {.dtype = kInt64, .device = t.device()});
+  if (plan.outer * plan.inner == 0) return result;
+  if (plan.reduced == 0) {
+    DISTGRAD_CHECK(op == ReduceOp::kSum || op == ReduceOp::kProd, name,
+                   ": cannot reduce over an empty dimension of a tensor of shape ", shape_str(t.sizes()));
+    fill_(result.values, op == ReduceOp::kSum ? 0 : 1);
+    return result;
+  }
+  kernels::kernels_for(t.device()).reduce(op, result.values, result.indices, plan.input, plan.outer, plan.reduced,
+                                          plan.inner);
+  return result;
+}
+
+// sum and prod of bool count in int64, as in PyTorch.
+Tensor numeric(const Tensor& t, const char* op) {
+  t.check_defined(op);
+  return t.dtype() == kBool ? to(t, kInt64) : t;
+}
+
+void check_orderable(const Tensor& t, const char* op) {
+  t.check_defined(op);
+  DISTGRAD_CHECK(t.dtype() != kBool, op, ": expected a numeric tensor, found a ", t.describe());
+}
+
+int64_t reduced_count(const Tensor& t, const Shape& dims) {
+  if (dims.empty()) return t.numel();
+  int64_t count = 1;
+  for (int64_t dim : dims) count *= t.dim() == 0 ? 1 : t.size(dim);
+  return count;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
+  return run_reduction(ReduceOp::kSum, numeric(t, "sum"), dims, keepdim, false, "sum").values;
+}
+
+Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
+  detail::check_floating("mean", t);
+  return div(sum(t, dims, keepdim), static_cast<double>(reduced_count(t, dims)));
+}
+
+Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  detail::check_floating("var", t);
+  const Tensor centered = sub(t, mean(t, dims, true));
+  const int64_t degrees = std::max<int64_t>(0, reduced_count(t, dims) - correction);
+  return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(degrees));
+}
+
+Tensor std(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  return sqrt(var(t, dims, correction, keepdim));
+}
+
+Tensor max(const Tensor& t) {
+  check_orderable(t, "max");
+  return run_reduction(ReduceOp::kMax, t, {}, false, false, "max").values;
+}
+
+ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
+  check_orderable(t, "max");
+  return run_reduction(ReduceOp::kMax, t, {dim}, keepdim, true, "max");
+}
+
+Tensor min(const Tensor& t) {
+  check_orderable(t, "min");
+  return run_reduction(ReduceOp::kMin, t, {}, false, false, "min").values;
+}
+
+ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
+  check_orderable(t, "min");
+  return run_reduction(ReduceOp::kMin, t, {dim}, keepdim, true, "min");
+}
+
+Tensor argmax(const Tensor& t) {
+  check_orderable(t, "argmax");
+  return run_reduction(ReduceOp::kMax, reshape(t, {-1}), {0}, false, true, "argmax").indices;
+}
+
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return max(t, dim, keepdim).indices; }
+
+Tensor argmin(const Tensor& t) {
+  check_orderable(t, "argmin");
+  return run_reduction(ReduceOp::kMin, reshape(t, {-1}), {0}, false, true, "argmin").indices;
+}
+
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return min(t, dim, keepdim).indices; }
+
+Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
+  detail::check_floating("logsumexp", t);
+  Tensor shift = run_reduction(ReduceOp::kMax, t, dims, true, false, "logsumexp").values;
+  // An infinite maximum would turn exp(t - shift) into NaN; shift by 0 there instead.
+  masked_fill_(shift, eq(abs(shift), std::numeric_limits<double>::infinity()), 0);
+  Tensor result = add(log(sum(exp(sub(t, shift)), dims, true)), shift);
+  return keepdim ? result : reshape(result, plan_reduction(t, dims, "logsumexp").kept_sizes);
+}
+
+Tensor softmax(const Tensor& t, int64_t dim) {
+  detail::check_floating("softmax", t);
+  const Tensor shifted = exp(sub(t, max(t, dim, true).values));
+  return div(shifted, sum(shifted, {dim}, true));
+}
+
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  detail::check_floating("log_softmax", t);
+  return sub(t, logsumexp(t, {dim}, true));
+}
+
+Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
+  detail::check_floating("norm", t);
+  DISTGRAD_CHECK(p > 0, "norm: expected p > 0 (or infinity), found ", p);
+  const Tensor magnitude = abs(t);
+  if (std::isinf(p)) return run_reduction(ReduceOp::kMax, magnitude, dims, keepdim, false, "norm").values;
+  if (p == 1) return sum(magnitude, dims, keepdim);
+  if (p == 2) return sqrt(sum(mul(t, t), dims, keepdim));
+  return pow(sum(pow(magnitude, p), dims, keepdim), 1.0 / p);
+}
+
+bool any(const Tensor& t) {
+  t.check_defined("any");
+  DISTGRAD_CHECK(t.dtype() == kBool, "any: expected a bool tensor, found a ", t.describe());
+  return sum(t).item<int64_t>() > 0;
+}
+
+bool all(const Tensor& t) {
+  t.check_defined("all");
+  DISTGRAD_CHECK(t.dtype() == kBool, "all: expected a bool tensor, found a ", t.describe());
+  return sum(t).item<int64_t>() == t.numel();
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  detail::check_same_dtype_and_device("allclose", a, b);
+  if (a.sizes() != b.sizes()) return false;
+  if (!is_floating(a.dtype())) return equal(a, b);
+  const Tensor close = le(abs(sub(a, b)), add(mul(abs(b), rtol), atol));
+  return all(logical_or(close, eq(a, b)));  // eq covers equal infinities
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  detail::check_same_device("equal", a, b);
+  return a.sizes() == b.sizes() && a.dtype() == b.dtype() && all(eq(a, b));
+}
+
+}  // namespace distgrad::ops

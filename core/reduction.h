@@ -1,0 +1,50 @@
+// Reductions over all dims or the given ones, with keepdim, and the softmax family.
+//
+// `dims` empty means every dim. Sums of float32 accumulate in float64. sum of bool or int64
+// gives int64; mean, var, std, logsumexp, softmax and norm need a floating dtype.
+//
+//   Tensor total = ops::sum(x);                          // 0-dim
+//   Tensor rows  = ops::mean(x, {1}, /*keepdim=*/true);  // [m, 1]
+//   auto [values, indices] = ops::max(x, 1);
+#pragma once
+
+#include "core/tensor.h"
+
+namespace distgrad::ops {
+
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // int64
+};
+
+Tensor sum(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1), as torch.var.
+Tensor var(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+// Largest / smallest element (0-dim), or along one dim with the index of the first extreme.
+Tensor max(const Tensor& t);
+ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& t);
+ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim = false);
+// Index into the flattened tensor (0-dim int64), or along one dim.
+Tensor argmax(const Tensor& t);
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& t);
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);
+// log(sum(exp(t))) computed stably.
+Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim = false);
+Tensor softmax(const Tensor& t, int64_t dim);
+Tensor log_softmax(const Tensor& t, int64_t dim);
+// The p-norm (p > 0, or infinity for the largest absolute value) over dims.
+Tensor norm(const Tensor& t, double p = 2, const Shape& dims = {}, bool keepdim = false);
+
+// True when every element is true (bool tensors).
+bool all(const Tensor& t);
+bool any(const Tensor& t);
+// Same shape and |a - b| <= atol + rtol * |b| everywhere (NaNs are never close).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// Same shape, dtype and values.
+bool equal(const Tensor& a, const Tensor& b);
+
+}  // namespace distgrad::ops

@@ -1,0 +1,142 @@
+// Tensor: a cheap, shared handle to an n-dimensional view of a Storage.
+//
+// A Tensor is shape + strides (in elements) + offset (in elements) + dtype over a refcounted
+// Storage. Copying a Tensor is shallow: both handles see the same data and metadata. Views
+// (ops::reshape, ops::transpose, ops::slice, ...) share the storage with new metadata;
+// ops::clone copies the data.
+//
+// The Tensor class holds no op methods: core's kernels live in `distgrad::ops` (core/ops.h)
+// and never record a graph. The differentiable API is built by autograd on top of them and
+// keeps its per-tensor state in the opaque `autograd_meta` slot below.
+//
+//   Tensor x = distgrad::randn({2, 3});
+//   Tensor y = distgrad::ops::matmul(x, distgrad::ops::t(x));   // [2, 2]
+//   float first = y.at<float>({0, 0});
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace distgrad {
+
+// What to create a tensor as: `zeros({2, 3}, {.dtype = kFloat64, .device = Device::cuda(0)})`.
+struct TensorOptions {
+  DType dtype = kFloat32;
+  Device device = Device::cpu();
+};
+
+// Base of the per-tensor autograd state; autograd defines what it holds.
+class AutogradMetaInterface {
+ public:
+  virtual ~AutogradMetaInterface() = default;
+};
+
+struct TensorImpl {
+  Storage storage;
+  Shape sizes;
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements, from the start of the storage
+  DType dtype = kFloat32;
+  std::shared_ptr<AutogradMetaInterface> autograd_meta;
+};
+
+class Tensor {
+ public:
+  // An undefined tensor (defined() is false); most ops reject it.
+  Tensor() = default;
+  // A view of `storage`; checks that the view fits inside it.
+  Tensor(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage.device(); }
+  const Shape& sizes() const { return impl_->sizes; }
+  const Shape& strides() const { return impl_->strides; }
+  // Size and stride of one dimension; negative dims count from the end.
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const { return impl_->offset; }
+  int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+  int64_t numel() const { return shape_numel(impl_->sizes); }
+  size_t element_size() const { return distgrad::element_size(impl_->dtype); }
+  // True when the elements are laid out row-major without gaps.
+  bool is_contiguous() const;
+  const Storage& storage() const { return impl_->storage; }
+
+  // Address of the first element (the storage plus the offset); device memory for CUDA tensors.
+  void* data_ptr() const;
+  // Typed data_ptr(); throws when T does not match dtype().
+  template <typename T>
+  T* data() const {
+    check_dtype(dtype_of<T>(), "data");
+    return static_cast<T*>(data_ptr());
+  }
+
+  // The single element as T (converted from dtype()); throws unless numel() == 1.
+  template <typename T>
+  T item() const {
+    check_one_element("item");
+    T value{};
+    read_elements_to_host(&value, dtype_of<T>(), 0, true);
+    return value;
+  }
+
+  // The element at `index` (one entry per dimension), converted to T. Copies from the device.
+  template <typename T>
+  T at(std::initializer_list<int64_t> index) const {
+    T value{};
+    read_elements_to_host(&value, dtype_of<T>(), element_offset(index), true);
+    return value;
+  }
+
+  // All elements in row-major order, converted to T. Copies from the device.
+  template <typename T>
+  std::vector<T> to_vector() const {
+    if constexpr (std::is_same_v<T, bool>) {
+      std::unique_ptr<bool[]> values(new bool[numel()]);
+      read_elements_to_host(values.get(), kBool, 0, false);
+      return std::vector<bool>(values.get(), values.get() + numel());
+    } else {
+      std::vector<T> values(numel());
+      read_elements_to_host(values.data(), dtype_of<T>(), 0, false);
+      return values;
+    }
+  }
+
+  // True when both handles are the same tensor (not merely equal values).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  long use_count() const { return impl_.use_count(); }
+
+  AutogradMetaInterface* autograd_meta() const { return impl_->autograd_meta.get(); }
+  void set_autograd_meta(std::shared_ptr<AutogradMetaInterface> meta) const {
+    impl_->autograd_meta = std::move(meta);
+  }
+
+  // Throws naming `op` unless the tensor is defined.
+  void check_defined(const char* op) const;
+  // "float32 tensor of shape [2, 3] on cpu", for error messages.
+  std::string describe() const;
+
+ private:
+  void check_dtype(DType expected, const char* op) const;
+  void check_one_element(const char* op) const;
+  int64_t element_offset(std::initializer_list<int64_t> index) const;
+  // Copies elements to host memory `out`, converting to `out_dtype`: one element at
+  // `offset` (in elements from the storage start) when `single`, else the whole tensor.
+  void read_elements_to_host(void* out, DType out_dtype, int64_t offset, bool single) const;
+
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// PyTorch-style printing: "tensor([[1.0000, 2.0000], ...], dtype=float64)".
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+}  // namespace distgrad

@@ -1,0 +1,99 @@
+// Tests of the Tensor handle itself: metadata, sharing, element access and printing.
+#include <sstream>
+
+#include "tests/core/test_util.h"
+
+namespace distgrad {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::values;
+
+TEST(Tensor, DefaultConstructedIsUndefined) {
+  Tensor t;
+  EXPECT_FALSE(t.defined());
+  EXPECT_ERROR_CONTAINS(ops::clone(t), "clone", "undefined");
+}
+
+TEST(Tensor, MetadataOfAContiguousTensor) {
+  Tensor t = zeros({2, 3, 4}, {.dtype = kFloat64});
+  EXPECT_EQ(t.dim(), 3);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.dtype(), kFloat64);
+  EXPECT_EQ(t.device(), Device::cpu());
+  EXPECT_EQ(t.sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_EQ(t.stride(0), 12);
+  EXPECT_EQ(t.element_size(), 8u);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_ERROR_CONTAINS(t.size(3), "size", "dimension 3 is out of range");
+}
+
+TEST(Tensor, CopiesAreShallowAndCloneIsDeep) {
+  Tensor a = zeros({3});
+  Tensor shallow = a;
+  Tensor deep = ops::clone(a);
+  ops::fill_(a, 7);
+  EXPECT_TRUE(shallow.is_same(a));
+  EXPECT_THAT(values(shallow), ElementsAre(7, 7, 7));
+  EXPECT_THAT(values(deep), ElementsAre(0, 0, 0));
+}
+
+TEST(Tensor, InPlaceOpsBumpTheSharedVersionCounter) {
+  Tensor a = zeros({4});
+  Tensor view = ops::slice(a, 0, 1, 3);
+  const uint64_t before = a.storage().version();
+  ops::add_(view, 1.0);
+  EXPECT_EQ(a.storage().version(), before + 1);
+  EXPECT_EQ(view.storage().version(), before + 1);
+  EXPECT_THAT(values(a), ElementsAre(0, 1, 1, 0));
+}
+
+TEST(Tensor, ItemAndAtConvertTheElement) {
+  Tensor t = from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(t.at<int64_t>({1, 2}), 6);
+  EXPECT_DOUBLE_EQ(t.at<double>({0, 1}), 2.0);
+  EXPECT_EQ(ops::select(ops::select(t, 0, 1), 0, 0).item<int64_t>(), 4);
+  EXPECT_FLOAT_EQ(scalar_tensor(2.5).item<float>(), 2.5f);
+  EXPECT_ERROR_CONTAINS(t.item<int64_t>(), "item", "one element", "[2, 3]");
+  EXPECT_ERROR_CONTAINS(t.at<int64_t>({2, 0}), "index 2 is out of range for dimension 0 of size 2");
+  EXPECT_ERROR_CONTAINS(t.at<int64_t>({0}), "expected 2 indices");
+}
+
+TEST(Tensor, TypedDataChecksTheDtype) {
+  Tensor t = zeros({2});
+  EXPECT_NE(t.data<float>(), nullptr);
+  EXPECT_ERROR_CONTAINS(t.data<double>(), "expected a float64 tensor", "float32 tensor of shape [2]");
+}
+
+TEST(Tensor, ToVectorFollowsLogicalOrderOfAView) {
+  Tensor t = ops::t(from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_THAT(values(t), ElementsAre(1, 4, 2, 5, 3, 6));
+  EXPECT_THAT(from_vector<bool>({true, false}).to_vector<bool>(), ElementsAre(true, false));
+}
+
+TEST(Tensor, ViewOutsideTheStorageIsRejected) {
+  Tensor t = zeros({4});
+  EXPECT_ERROR_CONTAINS(Tensor(t.storage(), {5}, {1}, 0, kFloat32), "needs 20 bytes", "holds 16");
+}
+
+TEST(Tensor, PrintsLikePyTorch) {
+  std::ostringstream out;
+  out << from_vector<double>({1.5, -2, 3.25, 4}, {2, 2});
+  EXPECT_EQ(out.str(), "tensor([[ 1.5000, -2.0000],\n        [ 3.2500,  4.0000]], dtype=float64)");
+  std::ostringstream integral;
+  integral << from_vector<float>({1, 2, 3});
+  EXPECT_EQ(integral.str(), "tensor([1., 2., 3.])");
+  std::ostringstream booleans;
+  booleans << from_vector<bool>({true, false});
+  EXPECT_EQ(booleans.str(), "tensor([ True, False], dtype=bool)");
+  std::ostringstream large;
+  large << arange(2000);
+  EXPECT_THAT(large.str(), HasSubstr("[   0,    1,    2, ..., 1997, 1998, 1999], dtype=int64)"));
+}
+
+}  // namespace
+}  // namespace distgrad
