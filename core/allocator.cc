@@ -1,33 +1,111 @@
 #include "core/allocator.h"
 
-#include <cstdlib>
-#include <new>
+#include <sys/mman.h>
 
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "core/cuda/backend.h"
 #include "core/error.h"
 
 namespace distgrad {
 namespace {
 
-// 64-byte aligned host memory (a cache line, and enough for AVX-512 loads).
+// Note [CPU caching allocator]
+// A fresh large allocation is served by glibc with new mmap pages, and touching them for the
+// first time runs at a fraction of memory bandwidth: a 16M-float add ran at 3 GB/s instead of
+// 13 GB/s, and a 512x512 matmul at half of OpenBLAS's speed, because every result landed in
+// fresh pages. Blocks of at least kLargeBlock bytes are therefore kept when freed, in exact
+// size classes (rounded up to kLargeBlock multiples), and handed out again; they are 2 MiB
+// aligned and advised for transparent huge pages. At most kMaxCachedBytes stay cached; beyond
+// that, freed blocks go back to the system. Small blocks go straight to aligned_alloc, whose
+// heap already reuses them. Cached memory lives until release_cached_memory() or exit.
+constexpr size_t kAlignment = 64;
+constexpr size_t kLargeBlock = size_t{1} << 20;
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    constexpr size_t kAlignment = 64;
-    const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (nbytes < kLargeBlock) return allocate_fresh(nbytes, kAlignment);
+    const size_t rounded = round_large(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_blocks_.find(rounded);
+      if (it != free_blocks_.end() && !it->second.empty()) {
+        void* data = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= rounded;
+        return data;
+      }
+    }
+    void* data = allocate_fresh(rounded, kHugePage);
+    madvise(data, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
+    return data;
+  }
+
+  void deallocate(void* data, size_t nbytes) override {
+    if (nbytes >= kLargeBlock) {
+      const size_t rounded = round_large(nbytes);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_bytes_ + rounded <= kMaxCachedBytes) {
+        free_blocks_[rounded].push_back(data);
+        cached_bytes_ += rounded;
+        return;
+      }
+    }
+    std::free(data);
+  }
+
+  void release_cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_blocks_) {
+      for (void* data : blocks) std::free(data);
+    }
+    free_blocks_.clear();
+    cached_bytes_ = 0;
+  }
+
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
+ private:
+  static size_t round_large(size_t nbytes) { return (nbytes + kLargeBlock - 1) / kLargeBlock * kLargeBlock; }
+
+  static void* allocate_fresh(size_t nbytes, size_t alignment) {
+    const size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
+    void* data = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
     DISTGRAD_CHECK(data != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
     return data;
   }
-  void deallocate(void* data, size_t) override { std::free(data); }
+
+  std::mutex mutex_;
+  absl::flat_hash_map<size_t, std::vector<void*>> free_blocks_ ABSL_GUARDED_BY(mutex_);
+  size_t cached_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
+
+// Never destroyed: tensors held by static objects may be freed after main returns.
+CpuAllocator& cpu_allocator() {
+  static auto* allocator = new CpuAllocator;
+  return *allocator;
+}
 
 }  // namespace
 
 Allocator& allocator_for(Device device) {
-  static CpuAllocator cpu_allocator;
-  if (device.is_cpu()) return cpu_allocator;
+  if (device.is_cpu()) return cpu_allocator();
   return cuda::detail::allocator(device.index);
 }
+
+void release_cached_cpu_memory() { cpu_allocator().release_cached(); }
+
+size_t cached_cpu_bytes() { return cpu_allocator().cached_bytes(); }
 
 }  // namespace distgrad

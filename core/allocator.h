@@ -1,7 +1,8 @@
 // Allocators hand out raw device memory for Storage.
 //
-// The CPU allocator returns 64-byte aligned blocks. The CUDA allocator (core/cuda/) caches
-// freed blocks per device; see Note [CUDA caching allocator].
+// The CPU allocator returns 64-byte aligned blocks and keeps freed blocks of 1 MiB and more
+// for reuse (Note [CPU caching allocator] in allocator.cc). The CUDA allocator (core/cuda/)
+// caches freed blocks per device (Note [CUDA caching allocator]).
 #pragma once
 
 #include <cstddef>
@@ -21,5 +22,10 @@ class Allocator {
 
 // The allocator for `device`; throws when distgrad was built without CUDA or the device is absent.
 Allocator& allocator_for(Device device);
+
+// Returns the CPU allocator's cached free blocks to the system.
+void release_cached_cpu_memory();
+// Bytes of freed CPU blocks currently kept for reuse.
+size_t cached_cpu_bytes();
 
 }  // namespace distgrad

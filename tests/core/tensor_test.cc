@@ -1,6 +1,8 @@
 // Tests of the Tensor handle itself: metadata, sharing, element access and printing.
 #include <sstream>
 
+#include "core/allocator.h"
+
 #include "tests/core/test_util.h"
 
 namespace distgrad {
@@ -93,6 +95,28 @@ TEST(Tensor, PrintsLikePyTorch) {
   std::ostringstream large;
   large << arange(2000);
   EXPECT_THAT(large.str(), HasSubstr("[   0,    1,    2, ..., 1997, 1998, 1999], dtype=int64)"));
+}
+
+}  // namespace
+}  // namespace distgrad
+
+namespace distgrad {
+namespace {
+
+TEST(CpuAllocator, ReusesLargeBlocksAndReleasesThem) {
+  release_cached_cpu_memory();
+  void* first_address = nullptr;
+  {
+    Tensor large = empty({1 << 20});  // 4 MiB
+    first_address = large.data_ptr();
+  }
+  EXPECT_GE(cached_cpu_bytes(), size_t{4} << 20);
+  Tensor again = empty({1 << 20});
+  EXPECT_EQ(again.data_ptr(), first_address);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again.data_ptr()) % 64, 0u);
+  again = Tensor();
+  release_cached_cpu_memory();
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
 }
 
 }  // namespace
