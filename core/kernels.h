@@ -45,6 +45,7 @@ struct ClampBounds {
 // A is m x k after op, B is k x n after op; ld* are leading dimensions in elements;
 // stride_* are the distances between consecutive batch entries (0 to reuse one matrix).
 struct GemmArgs {
+  Device device;  // where a, b and c live
   DType dtype = kFloat32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;

@@ -46,6 +46,7 @@ Tensor batched_gemm(const Tensor& a, const Tensor& b, std::optional<Tensor> out 
   if (k == 0) return beta == 0 ? zero_(c) : mul_(c, beta);
   const GemmOperand lhs = gemm_operand(a), rhs = gemm_operand(b);
   kernels::GemmArgs args;
+  args.device = a.device();
   args.dtype = a.dtype();
   args.batch = batch;
   args.m = m;

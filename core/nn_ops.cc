@@ -83,6 +83,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   Tensor out = empty({w.batch, out_channels, w.out_h * w.out_w}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
     kernels::GemmArgs args;
+    args.device = x.device();
     args.dtype = x.dtype();
     args.batch = w.batch;
     args.m = out_channels;

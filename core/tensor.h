@@ -85,7 +85,7 @@ class Tensor {
   T item() const {
     check_one_element("item");
     T value{};
-    read_elements_to_host(&value, dtype_of<T>(), 0, true);
+    read_elements_to_host(&value, dtype_of<T>(), offset(), true);
     return value;
   }
 
