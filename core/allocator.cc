@@ -3,12 +3,12 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <new>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "core/cuda/backend.h"
 #include "core/error.h"
 
@@ -35,7 +35,7 @@ class CpuAllocator final : public Allocator {
     if (nbytes < kLargeBlock) return allocate_fresh(nbytes, kAlignment);
     const size_t rounded = round_large(nbytes);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      absl::MutexLock lock(&free_blocks_mutex_);
       auto it = free_blocks_.find(rounded);
       if (it != free_blocks_.end() && !it->second.empty()) {
         void* data = it->second.back();
@@ -52,7 +52,7 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* data, size_t nbytes) override {
     if (nbytes >= kLargeBlock) {
       const size_t rounded = round_large(nbytes);
-      std::lock_guard<std::mutex> lock(mutex_);
+      absl::MutexLock lock(&free_blocks_mutex_);
       if (cached_bytes_ + rounded <= kMaxCachedBytes) {
         free_blocks_[rounded].push_back(data);
         cached_bytes_ += rounded;
@@ -63,7 +63,7 @@ class CpuAllocator final : public Allocator {
   }
 
   void release_cached() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&free_blocks_mutex_);
     for (auto& [size, blocks] : free_blocks_) {
       for (void* data : blocks) std::free(data);
     }
@@ -72,7 +72,7 @@ class CpuAllocator final : public Allocator {
   }
 
   size_t cached_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&free_blocks_mutex_);
     return cached_bytes_;
   }
 
@@ -86,9 +86,9 @@ class CpuAllocator final : public Allocator {
     return data;
   }
 
-  std::mutex mutex_;
-  absl::flat_hash_map<size_t, std::vector<void*>> free_blocks_ ABSL_GUARDED_BY(mutex_);
-  size_t cached_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Mutex free_blocks_mutex_;
+  absl::flat_hash_map<size_t, std::vector<void*>> free_blocks_ ABSL_GUARDED_BY(free_blocks_mutex_);
+  size_t cached_bytes_ ABSL_GUARDED_BY(free_blocks_mutex_) = 0;
 };
 
 // Never destroyed: tensors held by static objects may be freed after main returns.

@@ -10,12 +10,14 @@
 namespace distgrad {
 namespace {
 
-// Fills a host vector of `count` values value(i) and returns it as a tensor of `options`.
+// Fills a host vector of `count` values value_at(i) (int64_t or double, so large integers stay
+// exact) and returns it as a tensor of `options`.
 template <typename ValueAt>
 Tensor host_sequence(int64_t count, TensorOptions options, ValueAt value_at) {
-  std::vector<double> values(count);
+  using Value = decltype(value_at(int64_t{0}));
+  std::vector<Value> values(count);
   for (int64_t i = 0; i < count; ++i) values[i] = value_at(i);
-  Tensor host = from_host_data(values.data(), count, kFloat64, {count}, Device::cpu());
+  Tensor host = from_host_data(values.data(), count, dtype_of<Value>(), {count}, Device::cpu());
   return ops::to(ops::to(host, options.dtype), options.device);
 }
 
@@ -53,7 +55,7 @@ Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
   DISTGRAD_CHECK(step != 0, "arange: step must be non-zero");
   const int64_t span = end - start;
   const int64_t count = (span > 0) == (step > 0) && span != 0 ? (std::abs(span) + std::abs(step) - 1) / std::abs(step) : 0;
-  return host_sequence(count, options, [&](int64_t i) { return static_cast<double>(start + i * step); });
+  return host_sequence(count, options, [&](int64_t i) { return start + i * step; });
 }
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
@@ -68,7 +70,8 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   const double delta = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
   // The second half counts back from `end`, as PyTorch does, so the last value is exact.
   return host_sequence(steps, options, [&](int64_t i) {
-    return i < steps / 2 ? start + delta * static_cast<double>(i) : end - delta * static_cast<double>(steps - 1 - i);
+    if (steps == 1 || i < steps / 2) return start + delta * static_cast<double>(i);
+    return end - delta * static_cast<double>(steps - 1 - i);
   });
 }
 

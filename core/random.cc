@@ -9,7 +9,7 @@
 namespace distgrad {
 namespace {
 
-// Writes `count` doubles from `next(i)` into host memory of `dtype`.
+// Writes `count` values from `next()` into host memory of `dtype`.
 template <typename Next>
 void store(void* out, DType dtype, int64_t count, Next next) {
   dispatch_dtype(dtype, "random", [&](auto tag) {
@@ -30,20 +30,20 @@ Tensor draw(const Shape& sizes, TensorOptions options, Fill fill) {
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&engine_mutex_);
   engine_.seed(seed);
   seed_ = seed;
 }
 
 uint64_t Generator::seed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&engine_mutex_);
   return seed_;
 }
 
 double Generator::next_uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
 
 void Generator::fill_uniform(void* out, DType dtype, int64_t count, double low, double high) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&engine_mutex_);
   if (dtype == kFloat32) {
     // 24 random bits: every value is exactly representable, so the result stays below `high`.
     store(out, dtype, count, [&] {
@@ -56,7 +56,7 @@ void Generator::fill_uniform(void* out, DType dtype, int64_t count, double low, 
 }
 
 void Generator::fill_normal(void* out, DType dtype, int64_t count, double mean, double std) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&engine_mutex_);
   bool have_spare = false;
   double spare = 0;
   store(out, dtype, count, [&] {
@@ -75,19 +75,20 @@ void Generator::fill_normal(void* out, DType dtype, int64_t count, double mean, 
 }
 
 void Generator::fill_integers(void* out, DType dtype, int64_t count, int64_t low, int64_t high) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto range = static_cast<uint64_t>(high - low);
+  absl::MutexLock lock(&engine_mutex_);
+  // Unsigned arithmetic: high - low may exceed INT64_MAX, and values stay exact (no double).
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   const uint64_t limit = UINT64_MAX - UINT64_MAX % range;  // rejection keeps the draw unbiased
   store(out, dtype, count, [&] {
     uint64_t value;
     do value = engine_();
     while (value >= limit);
-    return static_cast<double>(low + static_cast<int64_t>(value % range));
+    return static_cast<int64_t>(static_cast<uint64_t>(low) + value % range);
   });
 }
 
 void Generator::fill_bernoulli(void* out, DType dtype, const double* probabilities, int64_t count) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&engine_mutex_);
   int64_t i = 0;
   store(out, dtype, count, [&] { return next_uniform() < probabilities[i++] ? 1.0 : 0.0; });
 }

@@ -1,6 +1,6 @@
 // Seeded random number generation and the random creation functions.
 //
-// A Generator is a 64-bit Mersenne Twister behind a mutex. Values are always drawn on the
+// A Generator is a 64-bit Mersenne Twister behind a mutex (one draw call holds it throughout). Values are always drawn on the
 // host and copied to the tensor's device, so the same seed gives the same numbers on the CPU
 // and on CUDA. `manual_seed(s)` reseeds the process-wide default generator.
 //
@@ -10,10 +10,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <random>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/tensor.h"
 
 namespace distgrad {
@@ -35,11 +35,11 @@ class Generator {
   void fill_bernoulli(void* out, DType dtype, const double* probabilities, int64_t count);
 
  private:
-  double next_uniform() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);  // [0, 1) with 53 random bits
+  double next_uniform() ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mutex_);  // [0, 1) with 53 random bits
 
-  mutable std::mutex mutex_;
-  std::mt19937_64 engine_ ABSL_GUARDED_BY(mutex_);
-  uint64_t seed_ ABSL_GUARDED_BY(mutex_);
+  mutable absl::Mutex engine_mutex_;
+  std::mt19937_64 engine_ ABSL_GUARDED_BY(engine_mutex_);
+  uint64_t seed_ ABSL_GUARDED_BY(engine_mutex_);
 };
 
 // The process-wide generator used when none is given.

@@ -234,6 +234,7 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
 
 std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
   t.check_defined("unbind");
+  DISTGRAD_CHECK(t.dim() > 0, "unbind: expected a tensor with at least one dimension, found a 0-dim tensor");
   const int64_t d = wrap_dim(dim, t.dim(), "unbind");
   std::vector<Tensor> pieces;
   for (int64_t i = 0; i < t.size(d); ++i) pieces.push_back(select(t, d, i));
@@ -242,6 +243,7 @@ std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
   t.check_defined("split");
+  DISTGRAD_CHECK(t.dim() > 0, "split: expected a tensor with at least one dimension, found a 0-dim tensor");
   DISTGRAD_CHECK(split_size > 0, "split: expected a positive split_size, found ", split_size);
   const int64_t d = wrap_dim(dim, t.dim(), "split");
   std::vector<Tensor> pieces;
@@ -254,6 +256,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> split_with_sizes(const Tensor& t, const Shape& split_sizes, int64_t dim) {
   t.check_defined("split_with_sizes");
+  DISTGRAD_CHECK(t.dim() > 0, "split_with_sizes: expected a tensor with at least one dimension, found a 0-dim tensor");
   const int64_t d = wrap_dim(dim, t.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t size : split_sizes) {
@@ -273,6 +276,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& t, const Shape& split_sizes, 
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   t.check_defined("chunk");
+  DISTGRAD_CHECK(t.dim() > 0, "chunk: expected a tensor with at least one dimension, found a 0-dim tensor");
   DISTGRAD_CHECK(chunks > 0, "chunk: expected a positive number of chunks, found ", chunks);
   const int64_t d = wrap_dim(dim, t.dim(), "chunk");
   return split(t, std::max<int64_t>(1, (t.size(d) + chunks - 1) / chunks), d);
