@@ -10,12 +10,12 @@ namespace {
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 
-// Which dtypes an op accepts.
-enum class Accepts { kNumeric, kFloating, kBool, kAny };
+// Which dtypes an op accepts; kDivision is kFloating with a hint about integer division.
+enum class Accepts { kNumeric, kFloating, kDivision, kBool, kAny };
 
 Accepts accepted_dtypes(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kDiv: return Accepts::kFloating;
+    case BinaryOp::kDiv: return Accepts::kDivision;
     case BinaryOp::kEq:
     case BinaryOp::kNe: return Accepts::kAny;
     case BinaryOp::kLogicalAnd:
@@ -31,8 +31,11 @@ void check_accepts(Accepts accepts, const char* op, const Tensor& t) {
                      " (convert with ops::to(t, dtype))");
       break;
     case Accepts::kFloating:
+    case Accepts::kDivision:
       DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, found a ", t.describe(),
-                     t.dtype() == kInt64 ? " (integer division is not supported; convert with ops::to)" : "");
+                     accepts == Accepts::kDivision && t.dtype() == kInt64
+                         ? " (integer division is not supported; convert with ops::to)"
+                         : "");
       break;
     case Accepts::kBool:
       DISTGRAD_CHECK(t.dtype() == kBool, op, ": expected a bool tensor, found a ", t.describe());

@@ -117,9 +117,13 @@ const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index,
   }
   check_index_range("scatter_add_", index, self.dim() == 0 ? 1 : self.size(d), d);
   if (index.numel() == 0) return self;
+  // The kernel reads index and src at other positions than it writes, so each is copied when it
+  // shares memory with self, even as the very same view (unlike detail::unaliased_source).
+  auto unshared = [&](const Tensor& t) {
+    return t.storage().data() == self.storage().data() ? clone(t) : contiguous(t);
+  };
   const Tensor target = contiguous(self);
-  kernels::kernels_for(self.device()).scatter_add(target, contiguous(index),
-                                                  contiguous(detail::unaliased_source(self, src)), d);
+  kernels::kernels_for(self.device()).scatter_add(target, unshared(index), unshared(src), d);
   if (!target.is_same(self)) kernels::kernels_for(self.device()).copy(self, target);
   self.storage().bump_version();
   return self;

@@ -209,7 +209,10 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   detail::check_same_dtype_and_device("allclose", a, b);
   if (a.sizes() != b.sizes()) return false;
   if (!is_floating(a.dtype())) return equal(a, b);
-  const Tensor close = le(abs(sub(a, b)), add(mul(abs(b), rtol), atol));
+  const Tensor error = abs(sub(a, b));
+  // An infinite error is never close, even within the infinite tolerance rtol * |inf|.
+  const Tensor close =
+      logical_and(le(error, add(mul(abs(b), rtol), atol)), lt(error, std::numeric_limits<double>::infinity()));
   return all(logical_or(close, eq(a, b)));  // eq covers equal infinities
 }
 

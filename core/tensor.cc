@@ -99,6 +99,7 @@ void Tensor::read_elements_to_host(void* out, DType out_dtype, int64_t offset, b
   check_defined("read");
   Tensor source = single ? Tensor(impl_->storage, {}, {}, offset, impl_->dtype) : *this;
   source = ops::to(ops::to(ops::contiguous(source), Device::cpu()), out_dtype);
+  if (source.numel() == 0) return;  // `out` may be null then, which memcpy does not allow
   std::memcpy(out, source.data_ptr(), source.numel() * distgrad::element_size(out_dtype));
 }
 

@@ -116,9 +116,8 @@ Tensor squeeze(const Tensor& t) {
 
 Tensor squeeze(const Tensor& t, int64_t dim) {
   t.check_defined("squeeze");
-  if (t.dim() == 0) return t;
-  const int64_t d = wrap_dim(dim, t.dim(), "squeeze");
-  if (t.size(d) != 1) return t;
+  const int64_t d = wrap_dim(dim, t.dim(), "squeeze");  // a 0-dim tensor accepts 0 and -1
+  if (t.dim() == 0 || t.size(d) != 1) return t;
   Shape sizes = t.sizes(), strides = t.strides();
   sizes.erase(sizes.begin() + d);
   strides.erase(strides.begin() + d);
@@ -137,9 +136,9 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
 
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   t.check_defined("transpose");
-  if (t.dim() == 0) return t;
-  const int64_t a = wrap_dim(dim0, t.dim(), "transpose");
+  const int64_t a = wrap_dim(dim0, t.dim(), "transpose");  // a 0-dim tensor accepts 0 and -1
   const int64_t b = wrap_dim(dim1, t.dim(), "transpose");
+  if (t.dim() == 0) return t;
   Shape sizes = t.sizes(), strides = t.strides();
   std::swap(sizes[a], sizes[b]);
   std::swap(strides[a], strides[b]);
@@ -184,8 +183,9 @@ Tensor expand(const Tensor& t, const Shape& sizes) {
     }
     const int64_t current = t.size(i - leading);
     const int64_t target = sizes[i] == -1 ? current : sizes[i];
-    DISTGRAD_CHECK(target == current || current == 1, "expand: cannot expand shape ", shape_str(t.sizes()), " to ",
-                   shape_str(sizes), " (dimension ", i, ": ", current, " vs ", target, ")");
+    DISTGRAD_CHECK(target >= 0 && (target == current || current == 1), "expand: cannot expand shape ",
+                   shape_str(t.sizes()), " to ", shape_str(sizes), " (dimension ", i, ": ", current, " vs ", target,
+                   ")");
     out_sizes[i] = target;
     out_strides[i] = target == current ? t.stride(i - leading) : 0;
   }

@@ -65,8 +65,8 @@ T integer_power(T base, T exponent) {
   T result = 1;
   while (exponent > 0) {
     if (exponent & 1) result *= base;
-    base *= base;
     exponent >>= 1;
+    if (exponent > 0) base *= base;  // no square past the last bit: it could overflow needlessly
   }
   return result;
 }

@@ -1,0 +1,362 @@
+// Tests of conv2d and the 2-D pooling ops against direct loops written here.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "tests/core/test_util.h"
+
+namespace distgrad {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::values;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> random_values(int64_t n, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  std::vector<double> v(n);
+  for (double& x : v) x = uniform(engine);
+  return v;
+}
+
+// The geometry of one 2-D sliding window over NCHW input, given like the ops' options.
+struct Geometry {
+  Geometry(const Shape& input, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {1, 1},
+           std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1})
+      : batch(input[0]),
+        channels(input[1]),
+        height(input[2]),
+        width(input[3]),
+        kernel_h(kernel[0]),
+        kernel_w(kernel[1]),
+        stride_h(stride[0]),
+        stride_w(stride[1]),
+        pad_h(padding[0]),
+        pad_w(padding[1]),
+        dilation_h(dilation[0]),
+        dilation_w(dilation[1]) {}
+
+  int64_t batch, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+
+  int64_t out_h() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  Shape input_shape() const { return {batch, channels, height, width}; }
+  int64_t input_numel() const { return batch * channels * height * width; }
+};
+
+// Direct convolution: out[n][o][y][x] = bias[o] + sum_{c,i,j} in[n][c][y*s - p + i*d][x*s - p + j*d] * w[o][c][i][j].
+std::vector<double> naive_conv2d(const std::vector<double>& input, const std::vector<double>& weight,
+                                 const std::vector<double>& bias, const Geometry& g, int64_t out_channels) {
+  std::vector<double> out;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t o = 0; o < out_channels; ++o) {
+      for (int64_t y = 0; y < g.out_h(); ++y) {
+        for (int64_t x = 0; x < g.out_w(); ++x) {
+          double total = bias.empty() ? 0 : bias[o];
+          for (int64_t c = 0; c < g.channels; ++c) {
+            for (int64_t i = 0; i < g.kernel_h; ++i) {
+              for (int64_t j = 0; j < g.kernel_w; ++j) {
+                const int64_t h = y * g.stride_h - g.pad_h + i * g.dilation_h;
+                const int64_t w = x * g.stride_w - g.pad_w + j * g.dilation_w;
+                if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
+                total += input[((n * g.channels + c) * g.height + h) * g.width + w] *
+                         weight[((o * g.channels + c) * g.kernel_h + i) * g.kernel_w + j];
+              }
+            }
+          }
+          out.push_back(total);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Pooled {
+  std::vector<double> values;
+  std::vector<int64_t> indices;
+};
+
+// Max over each window's in-bounds positions, with the flat h * W + w index of the first maximum.
+Pooled naive_max_pool2d(const std::vector<double>& input, const Geometry& g) {
+  Pooled out;
+  for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
+    for (int64_t y = 0; y < g.out_h(); ++y) {
+      for (int64_t x = 0; x < g.out_w(); ++x) {
+        double best = -std::numeric_limits<double>::infinity();
+        int64_t best_index = -1;
+        for (int64_t i = 0; i < g.kernel_h; ++i) {
+          for (int64_t j = 0; j < g.kernel_w; ++j) {
+            const int64_t h = y * g.stride_h - g.pad_h + i * g.dilation_h;
+            const int64_t w = x * g.stride_w - g.pad_w + j * g.dilation_w;
+            if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
+            const double v = input[(plane * g.height + h) * g.width + w];
+            if (best_index < 0 || v > best) {
+              best = v;
+              best_index = h * g.width + w;
+            }
+          }
+        }
+        out.values.push_back(best);
+        out.indices.push_back(best_index);
+      }
+    }
+  }
+  return out;
+}
+
+// Mean over each window; with count_include_pad the divisor counts the window's positions that
+// lie in the padded input, else only those in the input itself.
+std::vector<double> naive_avg_pool2d(const std::vector<double>& input, const Geometry& g, bool count_include_pad) {
+  std::vector<double> out;
+  for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
+    for (int64_t y = 0; y < g.out_h(); ++y) {
+      for (int64_t x = 0; x < g.out_w(); ++x) {
+        double total = 0;
+        int64_t inside = 0, inside_padded = 0;
+        for (int64_t i = 0; i < g.kernel_h; ++i) {
+          for (int64_t j = 0; j < g.kernel_w; ++j) {
+            const int64_t h = y * g.stride_h - g.pad_h + i;
+            const int64_t w = x * g.stride_w - g.pad_w + j;
+            if (h < g.height + g.pad_h && w < g.width + g.pad_w) ++inside_padded;
+            if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
+            total += input[(plane * g.height + h) * g.width + w];
+            ++inside;
+          }
+        }
+        out.push_back(total / static_cast<double>(count_include_pad ? inside_padded : inside));
+      }
+    }
+  }
+  return out;
+}
+
+void expect_close(const Tensor& actual, const std::vector<double>& expected, double tolerance = 1e-13) {
+  const std::vector<double> got = values(actual);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tolerance) << "element " << i;
+}
+
+TEST(Conv2d, SumsEachWindow) {
+  // An all-ones 3 x 3 filter over 0..15 in a 4 x 4 image: each output is its window's sum.
+  Tensor image = ops::view(arange(16, {.dtype = kFloat64}), {1, 1, 4, 4});
+  Tensor out = ops::conv2d(image, ones({1, 1, 3, 3}, {.dtype = kFloat64}));
+  EXPECT_EQ(out.sizes(), (Shape{1, 1, 2, 2}));
+  EXPECT_THAT(values(out), ElementsAre(45, 54, 81, 90));
+}
+
+TEST(Conv2d, MatchesADirectLoop) {
+  const Geometry g({2, 3, 7, 6}, {3, 2}, {2, 1}, {1, 2}, {2, 1});
+  const int64_t out_channels = 4;
+  const std::vector<double> input = random_values(g.input_numel(), 1);
+  const std::vector<double> weight = random_values(out_channels * 3 * 3 * 2, 2);
+  const std::vector<double> bias = random_values(out_channels, 3);
+  Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 3, 3, 2}),
+                           from_vector(bias), {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
+  EXPECT_EQ(out.sizes(), (Shape{2, out_channels, g.out_h(), g.out_w()}));
+  expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
+}
+
+TEST(Conv2d, WithoutBias) {
+  const Geometry g({3, 2, 5, 5}, {2, 3});
+  const std::vector<double> input = random_values(g.input_numel(), 4);
+  const std::vector<double> weight = random_values(5 * 2 * 2 * 3, 5);
+  Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {5, 2, 2, 3}));
+  EXPECT_EQ(out.sizes(), (Shape{3, 5, 4, 3}));
+  expect_close(out, naive_conv2d(input, weight, {}, g, 5));
+}
+
+TEST(Conv2d, UnbatchedInputGivesUnbatchedOutput) {
+  const Geometry g({1, 2, 6, 5}, {3, 3}, {2, 2}, {1, 1});
+  const std::vector<double> input = random_values(g.input_numel(), 6);
+  const std::vector<double> weight = random_values(3 * 2 * 3 * 3, 7);
+  const std::vector<double> bias = {0.5, -1, 2};
+  Tensor out = ops::conv2d(from_vector(input, {2, 6, 5}), from_vector(weight, {3, 2, 3, 3}), from_vector(bias),
+                           {.stride = {2, 2}, .padding = {1, 1}});
+  EXPECT_EQ(out.sizes(), (Shape{3, 3, 3}));
+  expect_close(out, naive_conv2d(input, weight, bias, g, 3));
+}
+
+TEST(Conv2d, NonContiguousInputAndWeight) {
+  // The input stored as [N, C, W, H] and transposed; the weight stored as [C, O, kh, kw] and permuted.
+  const Geometry g({2, 2, 4, 5}, {2, 2}, {1, 1}, {1, 0});
+  const std::vector<double> input = random_values(g.input_numel(), 8);
+  const std::vector<double> weight = random_values(3 * 2 * 2 * 2, 9);
+  std::vector<double> input_stored(input.size()), weight_stored(weight.size());
+  for (int64_t p = 0; p < 4; ++p) {
+    for (int64_t h = 0; h < 4; ++h) {
+      for (int64_t w = 0; w < 5; ++w) input_stored[(p * 5 + w) * 4 + h] = input[(p * 4 + h) * 5 + w];
+    }
+  }
+  for (int64_t o = 0; o < 3; ++o) {
+    for (int64_t c = 0; c < 2; ++c) {
+      for (int64_t k = 0; k < 4; ++k) weight_stored[(c * 3 + o) * 4 + k] = weight[(o * 2 + c) * 4 + k];
+    }
+  }
+  Tensor x = ops::transpose(from_vector(input_stored, {2, 2, 5, 4}), 2, 3);
+  Tensor w = ops::permute(from_vector(weight_stored, {2, 3, 2, 2}), {1, 0, 2, 3});
+  ASSERT_FALSE(x.is_contiguous());
+  ASSERT_FALSE(w.is_contiguous());
+  expect_close(ops::conv2d(x, w, {}, {.padding = {1, 0}}), naive_conv2d(input, weight, {}, g, 3));
+}
+
+TEST(Conv2d, Float32AgreesWithTheFloat64Reference) {
+  const Geometry g({2, 3, 6, 6}, {3, 3}, {1, 1}, {1, 1});
+  const std::vector<double> input = random_values(g.input_numel(), 10);
+  const std::vector<double> weight = random_values(4 * 3 * 3 * 3, 11);
+  std::vector<float> input_f(input.begin(), input.end()), weight_f(weight.begin(), weight.end());
+  Tensor out =
+      ops::conv2d(from_vector(input_f, g.input_shape()), from_vector(weight_f, {4, 3, 3, 3}), {}, {.padding = {1, 1}});
+  EXPECT_EQ(out.dtype(), kFloat32);
+  expect_close(out,
+               naive_conv2d(std::vector<double>(input_f.begin(), input_f.end()),
+                            std::vector<double>(weight_f.begin(), weight_f.end()), {}, g, 4),
+               1e-5);
+}
+
+TEST(Conv2d, ChecksChannelsAndShapes) {
+  Tensor input = zeros({1, 3, 5, 5});
+  EXPECT_ERROR_CONTAINS(
+      ops::conv2d(input, zeros({2, 2, 3, 3})),
+      "conv2d: expected weight of shape [O, 3, kh, kw] for input of shape [1, 3, 5, 5], found [2, 2, 3, 3]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d(input, zeros({2, 3, 3})), "conv2d: expected weight of shape [O, 3, kh, kw]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d(input, zeros({2, 3, 3, 3}), zeros({3})),
+                        "conv2d: expected bias of shape [2], found [3]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({5, 5}), zeros({1, 1, 3, 3})),
+                        "conv2d: expected input of shape [N, C, H, W] or [C, H, W], found [5, 5]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 3, 3}, {.dtype = kInt64}), zeros({1, 1, 1, 1}, {.dtype = kInt64})),
+                        "conv2d: expected a float32 or float64 tensor, found a int64 tensor");
+  EXPECT_ERROR_CONTAINS(ops::conv2d(input, zeros({2, 3, 3, 3}, {.dtype = kFloat64})),
+                        "conv2d: expected tensors of one dtype");
+}
+
+TEST(Conv2d, ChecksTheWindow) {
+  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 5, 5})),
+                        "conv2d: the window (kernel [5, 5], dilation [1, 1]) does not fit the padded input of shape "
+                        "[1, 1, 3, 3]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.dilation = {3, 1}}),
+                        "the window (kernel [3, 3], dilation [3, 1]) does not fit");
+  EXPECT_EQ(ops::conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 5, 5}), {}, {.padding = {1, 1}}).sizes(),
+            (Shape{1, 1, 1, 1}));
+  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}),
+                        "conv2d: expected positive kernel size, stride and dilation and non-negative padding",
+                        "stride [0, 1]");
+}
+
+TEST(MaxPool2d, DefaultStrideIsTheKernelSize) {
+  const std::vector<double> data = {1,  5, 2, 0,  //
+                                    3,  4, 8, 8,  //
+                                    -1, 0, 6, 7,  //
+                                    9,  2, 7, 6};
+  auto [pooled, indices] = ops::max_pool2d(from_vector(data, {1, 1, 4, 4}), {.kernel_size = {2, 2}});
+  EXPECT_EQ(pooled.sizes(), (Shape{1, 1, 2, 2}));
+  EXPECT_THAT(values(pooled), ElementsAre(5, 8, 9, 7));
+  // Flat positions in the 4 x 4 plane; the tie of two 8s goes to the first.
+  EXPECT_EQ(indices.dtype(), kInt64);
+  EXPECT_THAT(indices.to_vector<int64_t>(), ElementsAre(1, 6, 12, 11));
+}
+
+TEST(MaxPool2d, MatchesADirectLoop) {
+  const Geometry g({2, 3, 7, 8}, {3, 2}, {2, 1}, {1, 1}, {1, 2});
+  const std::vector<double> input = random_values(g.input_numel(), 12);
+  auto [pooled, indices] =
+      ops::max_pool2d(from_vector(input, g.input_shape()),
+                      {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}});
+  const Pooled expected = naive_max_pool2d(input, g);
+  EXPECT_EQ(pooled.sizes(), (Shape{2, 3, g.out_h(), g.out_w()}));
+  expect_close(pooled, expected.values, 0);
+  EXPECT_EQ(indices.to_vector<int64_t>(), expected.indices);
+}
+
+TEST(MaxPool2d, PaddingNeverWins) {
+  // Every input is negative: a padded zero must not be the maximum.
+  const Geometry g({1, 2, 3, 3}, {2, 2}, {2, 2}, {1, 1});
+  std::vector<double> input = random_values(g.input_numel(), 13);
+  for (double& v : input) v = -1 - std::abs(v);
+  auto [pooled, indices] =
+      ops::max_pool2d(from_vector(input, g.input_shape()), {.kernel_size = {2, 2}, .padding = {1, 1}});
+  const Pooled expected = naive_max_pool2d(input, g);
+  expect_close(pooled, expected.values, 0);
+  EXPECT_EQ(indices.to_vector<int64_t>(), expected.indices);
+  for (double v : values(pooled)) EXPECT_LT(v, 0);
+}
+
+TEST(MaxPool2d, NaNWinsItsWindow) {
+  auto [pooled, indices] =
+      ops::max_pool2d(from_vector<double>({1, kNaN, 3, 4, 5, 6, 7, 8}, {1, 2, 4}), {.kernel_size = {2, 2}});
+  EXPECT_EQ(pooled.sizes(), (Shape{1, 1, 2}));
+  EXPECT_TRUE(std::isnan(pooled.at<double>({0, 0, 0})));
+  EXPECT_EQ(pooled.at<double>({0, 0, 1}), 8);
+  EXPECT_THAT(indices.to_vector<int64_t>(), ElementsAre(1, 7));
+}
+
+TEST(MaxPool2d, UnbatchedInput) {
+  const Geometry g({1, 2, 5, 4}, {3, 3});
+  const std::vector<double> input = random_values(g.input_numel(), 14);
+  auto [pooled, indices] = ops::max_pool2d(from_vector(input, {2, 5, 4}), {.kernel_size = {3, 3}, .stride = {1, 1}});
+  EXPECT_EQ(pooled.sizes(), (Shape{2, 3, 2}));
+  EXPECT_EQ(indices.sizes(), (Shape{2, 3, 2}));
+  const Pooled expected = naive_max_pool2d(input, g);
+  expect_close(pooled, expected.values, 0);
+  EXPECT_EQ(indices.to_vector<int64_t>(), expected.indices);
+}
+
+TEST(AvgPool2d, AveragesEachWindow) {
+  Tensor input = ops::view(arange(16, {.dtype = kFloat64}), {1, 1, 4, 4});
+  Tensor out = ops::avg_pool2d(input, {.kernel_size = {2, 2}});
+  EXPECT_EQ(out.sizes(), (Shape{1, 1, 2, 2}));
+  EXPECT_THAT(values(out), ElementsAre(2.5, 4.5, 10.5, 12.5));
+}
+
+TEST(AvgPool2d, PaddingCountsOnlyWhenIncluded) {
+  const Geometry g({2, 2, 5, 6}, {3, 3}, {2, 2}, {1, 1});
+  const std::vector<double> input = random_values(g.input_numel(), 15);
+  const Tensor x = from_vector(input, g.input_shape());
+  Tensor included = ops::avg_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+  Tensor excluded =
+      ops::avg_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
+  EXPECT_EQ(included.sizes(), (Shape{2, 2, 3, 3}));
+  expect_close(included, naive_avg_pool2d(input, g, true));
+  expect_close(excluded, naive_avg_pool2d(input, g, false));
+  // The corner window covers 4 inputs and 5 padded zeros.
+  const double corner = input[0] + input[1] + input[6] + input[7];
+  EXPECT_NEAR(included.at<double>({0, 0, 0, 0}), corner / 9, 1e-15);
+  EXPECT_NEAR(excluded.at<double>({0, 0, 0, 0}), corner / 4, 1e-15);
+}
+
+TEST(AvgPool2d, UnbatchedInput) {
+  const Geometry g({1, 1, 4, 4}, {3, 3}, {2, 2}, {1, 1});
+  const std::vector<double> input = random_values(g.input_numel(), 16);
+  Tensor out =
+      ops::avg_pool2d(from_vector(input, {1, 4, 4}),
+                      {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
+  EXPECT_EQ(out.sizes(), (Shape{1, 2, 2}));
+  expect_close(out, naive_avg_pool2d(input, g, false));
+}
+
+TEST(Pool2d, PaddingMustBeAtMostHalfTheKernel) {
+  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 1, 8, 8}), {.kernel_size = {3, 3}, .padding = {2, 2}}),
+                        "max_pool2d: padding [2, 2] must be at most half the kernel size [3, 3]");
+  EXPECT_ERROR_CONTAINS(ops::avg_pool2d(zeros({1, 1, 8, 8}), {.kernel_size = {4, 2}, .padding = {2, 2}}),
+                        "avg_pool2d: padding [2, 2] must be at most half the kernel size [4, 2]");
+}
+
+TEST(Pool2d, ChecksItsInput) {
+  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 1, 3, 3}), {.kernel_size = {4, 4}}),
+                        "max_pool2d: the window (kernel [4, 4], dilation [1, 1]) does not fit the padded input of "
+                        "shape [1, 1, 3, 3]");
+  EXPECT_ERROR_CONTAINS(ops::avg_pool2d(zeros({1, 1, 4, 4}), {.kernel_size = {2, 2}, .dilation = {2, 2}}),
+                        "avg_pool2d: dilation is not supported");
+  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({4, 4}), {.kernel_size = {2, 2}}),
+                        "max_pool2d: expected input of shape [N, C, H, W] or [C, H, W], found [4, 4]");
+  EXPECT_ERROR_CONTAINS(ops::avg_pool2d(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
+                        "avg_pool2d: expected a float32 or float64 tensor, found a int64 tensor");
+  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
+                        "max_pool2d: expected positive kernel size");
+}
+
+}  // namespace
+}  // namespace distgrad
