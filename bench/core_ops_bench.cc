@@ -1,5 +1,7 @@
 // Core op costs: dispatch overhead on tiny tensors, elementwise bandwidth on 16M floats
-// against memcpy, and sgemm through ops::matmul against calling OpenBLAS directly.
+// against memcpy, and sgemm through ops::matmul against calling OpenBLAS directly. With a
+// CUDA device visible, the same workloads on cuda:0 (names starting with "Cuda"), each
+// iteration queuing kCudaOpsPerIteration ops and then waiting for them.
 //
 //   build/bench/core_ops_bench --benchmark_format=json   (bench/run_core_bench.py compares with PyTorch)
 #include <benchmark/benchmark.h>
@@ -8,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cuda.h"
 #include "core/ops.h"
 
 namespace dg = distgrad;
@@ -55,9 +58,10 @@ void BM_AddInPlace16M(benchmark::State& state) {
 }
 BENCHMARK(BM_AddInPlace16M)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void set_gflops(benchmark::State& state, int64_t n) {
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * n * n * n * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
+// n x n by n x n products per second, in GFLOP/s.
+void set_gflops(benchmark::State& state, int64_t n, int products_per_iteration = 1) {
+  state.counters["GFLOPS"] = benchmark::Counter(
+      2.0 * n * n * n * products_per_iteration * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BM_Matmul(benchmark::State& state) {
@@ -81,6 +85,65 @@ void BM_CblasSgemm(benchmark::State& state) {
 }
 BENCHMARK(BM_CblasSgemm)->Arg(512)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// CUDA: the device runs ops asynchronously, so an iteration queues kCudaOpsPerIteration ops
+// and waits for them; the counter seconds_per_op is the figure to read (launch overhead for
+// one element, bandwidth or GFLOP/s for the large ones).
+constexpr int kCudaOpsPerIteration = 20;
+
+template <typename Op>
+void run_cuda_ops(benchmark::State& state, Op op) {
+  op();  // warm up: module load, cuBLAS handle, caching allocator
+  dg::cuda::synchronize();
+  for (auto _ : state) {
+    for (int i = 0; i < kCudaOpsPerIteration; ++i) op();
+    dg::cuda::synchronize();
+  }
+  state.counters["seconds_per_op"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kCudaOpsPerIteration,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+constexpr dg::TensorOptions kOnCuda{.dtype = dg::kFloat32, .device = dg::Device::cuda(0)};
+
+void BM_CudaAddOneElement(benchmark::State& state) {
+  const dg::Tensor a = dg::ones({1}, kOnCuda), b = dg::ones({1}, kOnCuda);
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::add(a, b)); });
+}
+
+void BM_CudaAdd16M(benchmark::State& state) {
+  const dg::Tensor a = dg::rand({kLarge}, kOnCuda), b = dg::rand({kLarge}, kOnCuda);
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::add(a, b)); });
+  state.SetBytesProcessed(state.iterations() * kCudaOpsPerIteration * 3 * kLarge * sizeof(float));
+}
+
+void BM_CudaSum16M(benchmark::State& state) {
+  const dg::Tensor a = dg::rand({kLarge}, kOnCuda);
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::sum(a)); });
+  state.SetBytesProcessed(state.iterations() * kCudaOpsPerIteration * kLarge * sizeof(float));
+}
+
+void BM_CudaMatmul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const dg::Tensor a = dg::randn({n, n}, kOnCuda), b = dg::randn({n, n}, kOnCuda);
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::matmul(a, b)); });
+  set_gflops(state, n, kCudaOpsPerIteration);
+}
+
+void register_cuda_benchmarks() {
+  benchmark::RegisterBenchmark("BM_CudaAddOneElement", BM_CudaAddOneElement)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_CudaAdd16M", BM_CudaAdd16M)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_CudaSum16M", BM_CudaSum16M)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_CudaMatmul", BM_CudaMatmul)
+      ->Arg(1024)->Arg(2048)->Arg(4096)->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (dg::cuda::is_available()) register_cuda_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -2,6 +2,7 @@
 """Runs bench/core_ops_bench and its PyTorch twin alternately and reports medians and ratios.
 
   python3 bench/run_core_bench.py --build build --rounds 3 [--peer-python ~/.venvs/distgrad-peer/bin/python]
+      [--filter REGEX]   (e.g. --filter Cuda on a machine with a GPU)
 
 Prints one JSON object per workload (ours, the peer's, and the ratio peer/ours where larger
 is better for us) and a Markdown table for docs/benchmarks.md.
@@ -9,6 +10,7 @@ is better for us) and a Markdown table for docs/benchmarks.md.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -16,16 +18,18 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_ours(binary, repetitions):
+def run_ours(binary, repetitions, name_filter):
     out = subprocess.run([binary, "--benchmark_format=json", f"--benchmark_repetitions={repetitions}",
-                          "--benchmark_report_aggregates_only=true"], check=True, capture_output=True, text=True)
+                          "--benchmark_report_aggregates_only=true", f"--benchmark_filter={name_filter}"],
+                         check=True, capture_output=True, text=True)
     rows = {}
     for bench in json.loads(out.stdout)["benchmarks"]:
         if bench.get("aggregate_name") != "median":
             continue
         name = bench["run_name"].removeprefix("BM_").removesuffix("/real_time")
         unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[bench["time_unit"]]
-        row = {"seconds_per_iter": bench["real_time"] * unit}
+        # CUDA benchmarks queue several ops per iteration and report seconds per op.
+        row = {"seconds_per_iter": bench.get("seconds_per_op", bench["real_time"] * unit)}
         for key in ("bytes_per_second", "GFLOPS"):
             if key in bench:
                 row[key] = bench[key]
@@ -33,9 +37,9 @@ def run_ours(binary, repetitions):
     return rows
 
 
-def run_peer(python, repetitions):
-    out = subprocess.run([python, os.path.join(HERE, "peer", "core_ops_torch.py"), str(repetitions)], check=True,
-                         capture_output=True, text=True)
+def run_peer(python, repetitions, name_filter):
+    out = subprocess.run([python, os.path.join(HERE, "peer", "core_ops_torch.py"), str(repetitions), name_filter],
+                         check=True, capture_output=True, text=True)
     return {row["name"]: row for row in map(json.loads, out.stdout.splitlines())}
 
 
@@ -45,15 +49,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"))
+    parser.add_argument("--filter", default=".", help="regex on workload names, e.g. Cuda")
     args = parser.parse_args()
     binary = os.path.join(args.build, "bench", "core_ops_bench")
 
     ours, peer = {}, {}
     for _ in range(args.rounds):  # alternate so both see the same machine state
-        for name, row in run_ours(binary, args.repetitions).items():
+        for name, row in run_ours(binary, args.repetitions, args.filter).items():
             ours.setdefault(name, []).append(row)
-        if os.path.exists(args.peer_python):
-            for name, row in run_peer(args.peer_python, args.repetitions).items():
+        if shutil.which(args.peer_python):
+            for name, row in run_peer(args.peer_python, args.repetitions, args.filter).items():
                 peer.setdefault(name, []).append(row)
 
     def median_of(rows, key):
@@ -74,7 +79,12 @@ def main():
         print(json.dumps(result))
 
         def fmt(seconds, row_key_source):
-            text = f"{seconds * 1e9:.0f} ns" if seconds < 1e-5 else f"{seconds * 1e3:.2f} ms"
+            if seconds < 1e-5:
+                text = f"{seconds * 1e9:.0f} ns"
+            elif seconds < 1e-3:
+                text = f"{seconds * 1e6:.1f} us"
+            else:
+                text = f"{seconds * 1e3:.2f} ms"
             if "bytes_per_second" in row_key_source:
                 text += f" ({row_key_source['bytes_per_second'] / 1e9:.1f} GB/s)"
             if "GFLOPS" in row_key_source:

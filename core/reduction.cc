@@ -205,7 +205,7 @@ bool all(const Tensor& t) {
   return sum(t).item<int64_t>() == t.numel();
 }
 
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   detail::check_same_dtype_and_device("allclose", a, b);
   if (a.sizes() != b.sizes()) return false;
   if (!is_floating(a.dtype())) return equal(a, b);
@@ -213,7 +213,9 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   // An infinite error is never close, even within the infinite tolerance rtol * |inf|.
   const Tensor close =
       logical_and(le(error, add(mul(abs(b), rtol), atol)), lt(error, std::numeric_limits<double>::infinity()));
-  return all(logical_or(close, eq(a, b)));  // eq covers equal infinities
+  const Tensor same = eq(a, b);  // covers equal infinities
+  if (equal_nan) return all(logical_or(logical_or(close, same), logical_and(ne(a, a), ne(b, b))));
+  return all(logical_or(close, same));
 }
 
 bool equal(const Tensor& a, const Tensor& b) {

@@ -42,8 +42,9 @@ Tensor norm(const Tensor& t, double p = 2, const Shape& dims = {}, bool keepdim 
 // True when every element is true (bool tensors).
 bool all(const Tensor& t);
 bool any(const Tensor& t);
-// Same shape and |a - b| <= atol + rtol * |b| everywhere (NaNs are never close).
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// Same shape and |a - b| <= atol + rtol * |b| everywhere. NaNs are close only to NaNs, and
+// only with `equal_nan` (as in PyTorch).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 // Same shape, dtype and values.
 bool equal(const Tensor& a, const Tensor& b);
 

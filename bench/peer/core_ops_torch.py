@@ -1,9 +1,13 @@
 """PyTorch twin of bench/core_ops_bench.cc: the same workloads, printed as JSON lines.
 
+  python core_ops_torch.py [REPETITIONS] [NAME_REGEX]
+
 Each line: {"name": ..., "seconds_per_iter": median, "bytes_per_second" | "GFLOPS": ...}.
 Run with the peer's interpreter (scripts/install_peer.sh); bench/run_core_bench.py drives it.
+The Cuda* workloads run when PyTorch sees a GPU.
 """
 import json
+import re
 import statistics
 import sys
 import time
@@ -11,9 +15,10 @@ import time
 import torch
 
 LARGE = 16 << 20
+CUDA_OPS_PER_CALL = 20  # as kCudaOpsPerIteration in core_ops_bench.cc: queue 20 ops, then wait
 
 
-def median_time(fn, min_seconds=0.3, repetitions=5):
+def median_time(fn, repetitions, min_seconds=0.3):
     """Median over `repetitions` batches of the seconds per call of fn()."""
     fn()
     iters = 1
@@ -35,25 +40,63 @@ def median_time(fn, min_seconds=0.3, repetitions=5):
     return statistics.median(samples)
 
 
+def cuda_median_time(op, repetitions):
+    """Seconds per op when CUDA_OPS_PER_CALL ops are queued and then waited for."""
+    def batch():
+        for _ in range(CUDA_OPS_PER_CALL):
+            op()
+        torch.cuda.synchronize()
+    return median_time(batch, repetitions) / CUDA_OPS_PER_CALL
+
+
+def workloads():
+    """(name, on_cuda, setup) triples; setup() returns (fn, bytes moved per call or None, flops per call or None)."""
+    def add_one(in_place, device="cpu"):
+        a, b = torch.ones(1, device=device), torch.ones(1, device=device)
+        return (lambda: a.add_(b)) if in_place else (lambda: torch.add(a, b)), None, None
+
+    def add_large(in_place, device="cpu"):
+        a, b = torch.rand(LARGE, device=device), torch.rand(LARGE, device=device)
+        return (lambda: a.add_(b)) if in_place else (lambda: torch.add(a, b)), 3 * LARGE * 4, None
+
+    def sum_large(device):
+        a = torch.rand(LARGE, device=device)
+        return (lambda: torch.sum(a)), LARGE * 4, None
+
+    def matmul(n, device="cpu"):
+        x, y = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+        return (lambda: torch.matmul(x, y)), None, 2 * n**3
+
+    yield "AddOneElement", False, lambda: add_one(False)
+    yield "AddOneElementInPlace", False, lambda: add_one(True)
+    yield "Add16M", False, lambda: add_large(False)
+    yield "AddInPlace16M", False, lambda: add_large(True)
+    for n in (512, 1024, 2048):
+        yield f"Matmul/{n}", False, lambda n=n: matmul(n)
+    yield "CudaAddOneElement", True, lambda: add_one(False, "cuda")
+    yield "CudaAdd16M", True, lambda: add_large(False, "cuda")
+    yield "CudaSum16M", True, lambda: sum_large("cuda")
+    for n in (1024, 2048, 4096):
+        yield f"CudaMatmul/{n}", True, lambda n=n: matmul(n, "cuda")
+
+
 def main():
     repetitions = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    name_filter = re.compile(sys.argv[2] if len(sys.argv) > 2 else ".")
     torch.manual_seed(0)
-    results = []
-    a1, b1 = torch.ones(1), torch.ones(1)
-    results.append({"name": "AddOneElement", "seconds_per_iter": median_time(lambda: torch.add(a1, b1), repetitions=repetitions)})
-    results.append({"name": "AddOneElementInPlace", "seconds_per_iter": median_time(lambda: a1.add_(b1), repetitions=repetitions)})
-    a, b = torch.rand(LARGE), torch.rand(LARGE)
-    for name, fn in (("Add16M", lambda: torch.add(a, b)), ("AddInPlace16M", lambda: a.add_(b))):
-        seconds = median_time(fn, repetitions=repetitions)
-        results.append({"name": name, "seconds_per_iter": seconds, "bytes_per_second": 3 * LARGE * 4 / seconds})
-    for n in (512, 1024, 2048):
-        x, y = torch.randn(n, n), torch.randn(n, n)
-        seconds = median_time(lambda: torch.matmul(x, y), repetitions=repetitions)
-        results.append({"name": f"Matmul/{n}", "seconds_per_iter": seconds, "GFLOPS": 2 * n**3 / seconds / 1e9})
-    for result in results:
+    for name, on_cuda, setup in workloads():
+        if not name_filter.search(name) or (on_cuda and not torch.cuda.is_available()):
+            continue
+        fn, nbytes, flops = setup()
+        seconds = cuda_median_time(fn, repetitions) if on_cuda else median_time(fn, repetitions)
+        result = {"name": name, "seconds_per_iter": seconds}
+        if nbytes:
+            result["bytes_per_second"] = nbytes / seconds
+        if flops:
+            result["GFLOPS"] = flops / seconds / 1e9
         result["torch_version"] = torch.__version__
         result["threads"] = torch.get_num_threads()
-        print(json.dumps(result))
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,15 +4,17 @@
 // current stream (Note [One stream per device] in core/cuda/runtime.h); the host never waits.
 // Elementwise primitives share one launcher with a contiguous fast path and a strided path;
 // each op is its own kernel (the op is a template argument, see dispatch_op). Reductions give
-// each tile of outputs one thread block; gemm calls cuBLAS. The scalar semantics (NaN in
-// max/min, integer pow, float32 sums in float64, ...) follow the CPU twin in
-// core/cpu/cpu_kernels.cc, which the CUDA tests compare against.
+// each tile of outputs one thread block, split further when the outputs are few (Note [Split
+// reductions]); gemm calls cuBLAS. The scalar semantics (NaN in max/min, integer pow, float32
+// sums in float64, ...) follow the CPU twin in core/cpu/cpu_kernels.cc, which the CUDA tests
+// compare against.
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cuda/std/limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -163,10 +165,38 @@ StridedIndexer<kOperands> make_strided_indexer(const char* op, const Shape& size
   return indexer;
 }
 
+// Elements each thread of the contiguous kernel handles per step, loaded and stored as one
+// aligned vector per operand (16-byte accesses for float32), as long as every pointer is aligned.
+constexpr int kVectorWidth = 4;
+
+template <typename T>
+struct alignas(sizeof(T) * kVectorWidth) Vector {
+  T elements[kVectorWidth];
+};
+
+template <typename T>
+bool is_vector_aligned(const T* data) {
+  return reinterpret_cast<uintptr_t>(data) % sizeof(Vector<T>) == 0;
+}
+
 template <typename Out, typename Fn, typename... In>
 __global__ void elementwise_contiguous_kernel(int64_t numel, Fn fn, Out* out, const In*... in) {
   for (int64_t i = first_work_item(); i < numel; i += work_item_stride()) {
     out[i] = fn(in[i]...);
+  }
+}
+
+// The contiguous kernel over whole vectors; the caller runs the scalar kernel on the tail.
+template <typename Out, typename Fn, typename... In>
+__global__ void elementwise_vectorized_kernel(int64_t vectors, Fn fn, Vector<Out>* out, const Vector<In>*... in) {
+  for (int64_t v = first_work_item(); v < vectors; v += work_item_stride()) {
+    const auto inputs = std::make_tuple(in[v]...);
+    Vector<Out> result;
+#pragma unroll
+    for (int k = 0; k < kVectorWidth; ++k) {
+      result.elements[k] = std::apply([&](const auto&... vector) { return fn(vector.elements[k]...); }, inputs);
+    }
+    out[v] = result;
   }
 }
 
@@ -208,7 +238,18 @@ void launch_elementwise(const char* op, const Tensor& out, const Fn& fn,
   const bool contiguous = out.is_contiguous() &&
                           std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return t->is_contiguous(); });
   auto launch_with_inputs = [&]<size_t... kInputs>(std::index_sequence<kInputs...>) {
-    if (contiguous) {
+    const bool aligned = is_vector_aligned(out_data) &&
+                         (is_vector_aligned(static_cast<const In*>(inputs[kInputs]->data_ptr())) && ...);
+    if (contiguous && aligned && numel >= kVectorWidth) {
+      const int64_t vectors = numel / kVectorWidth, done = vectors * kVectorWidth;
+      elementwise_vectorized_kernel<Out, Fn, In...><<<blocks_for(vectors), kThreadsPerBlock, 0, launch.stream()>>>(
+          vectors, fn, reinterpret_cast<Vector<Out>*>(out_data),
+          reinterpret_cast<const Vector<In>*>(inputs[kInputs]->data_ptr())...);
+      if (done < numel) {
+        elementwise_contiguous_kernel<Out, Fn, In...><<<1, kThreadsPerBlock, 0, launch.stream()>>>(
+            numel - done, fn, out_data + done, static_cast<const In*>(inputs[kInputs]->data_ptr()) + done...);
+      }
+    } else if (contiguous) {
       elementwise_contiguous_kernel<Out, Fn, In...><<<blocks_for(numel), kThreadsPerBlock, 0, launch.stream()>>>(
           numel, fn, out_data, static_cast<const In*>(inputs[kInputs]->data_ptr())...);
     } else {
@@ -500,26 +541,74 @@ struct Reduction {
   }
 };
 
-// Reduces `in` read as [outer, reduced, inner] over its middle dim. A block is a 2-D tile:
-// threadIdx.x walks blockDim.x adjacent inner positions (coalesced reads), threadIdx.y splits
-// the reduced dim; the blockDim.y partials of each column then meet in a shared-memory tree.
-// Each block loops over tiles of (outer index, blockDim.x inner positions).
-template <ReduceOp kOp, typename T>
-__global__ void reduce_kernel(T* values, int64_t* indices, const T* in, int64_t outer, int64_t reduced, int64_t inner) {
-  using Rule = Reduction<kOp, T>;
+// Note [Split reductions]
+// A reduction reads `in` as [outer, reduced, inner] and folds its middle dim. A block works on
+// a 2-D tile: threadIdx.x walks blockDim.x adjacent inner positions (coalesced reads) and
+// threadIdx.y splits the reduced range; the blockDim.y partials of each column then meet in a
+// shared-memory tree. When the outputs make too few tiles to fill the device (a full sum has
+// one) and the reduced dim is long, the reduced dim is also cut into `splits` chunks, one per
+// block: a first pass writes one partial per chunk to scratch memory read as
+// [outer, splits, inner], and a second pass folds those. Partials of max/min carry their
+// absolute position, so the earliest extreme still wins across chunks.
+
+// Reads element r of column (o, i) of the input as a partial.
+template <typename Rule, typename T>
+struct ElementLoader {
+  const T* in;
+  int64_t reduced, inner;
+  __device__ typename Rule::Partial operator()(int64_t o, int64_t r, int64_t i) const {
+    return {static_cast<typename Rule::Value>(in[(o * reduced + r) * inner + i]), r};
+  }
+};
+
+// Reads and writes the first pass's partials, [outer, splits, inner].
+template <typename Rule>
+struct PartialBuffer {
+  typename Rule::Partial* partials;
+  int64_t splits, inner;
+  __device__ typename Rule::Partial operator()(int64_t o, int64_t s, int64_t i) const {
+    return partials[(o * splits + s) * inner + i];
+  }
+  __device__ void store(int64_t o, int64_t s, int64_t i, const typename Rule::Partial& partial) const {
+    partials[(o * splits + s) * inner + i] = partial;
+  }
+};
+
+// Writes the final value (and position, for max/min) of column (o, i).
+template <typename Rule, typename T>
+struct ResultWriter {
+  T* values;
+  int64_t* indices;  // null unless positions were asked for
+  int64_t inner;
+  __device__ void store(int64_t o, int64_t, int64_t i, const typename Rule::Partial& partial) const {
+    values[o * inner + i] = static_cast<T>(partial.value);
+    if (indices != nullptr) {
+      indices[o * inner + i] = partial.index;
+    }
+  }
+};
+
+// One pass of Note [Split reductions]: folds chunk s of the `reduced` range of every column
+// (o, i) with `load` and hands the result to `writer.store(o, s, i, partial)`.
+template <typename Rule, typename Loader, typename Writer>
+__global__ void reduce_kernel(Loader load, Writer writer, int64_t outer, int64_t reduced, int64_t inner,
+                              int64_t splits) {
   using Partial = typename Rule::Partial;
   __shared__ Partial partials[kThreadsPerBlock];
   const int64_t column_tiles = (inner + blockDim.x - 1) / blockDim.x;
-  const int64_t tiles = outer * column_tiles;
+  const int64_t chunk = (reduced + splits - 1) / splits;
+  const int64_t tiles = outer * column_tiles * splits;
   const unsigned lane = threadIdx.y * blockDim.x + threadIdx.x;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t o = tile / column_tiles;
-    const int64_t i = tile % column_tiles * blockDim.x + threadIdx.x;
+    const int64_t s = tile % splits;
+    const int64_t o = tile / splits / column_tiles;
+    const int64_t i = tile / splits % column_tiles * blockDim.x + threadIdx.x;
+    const int64_t end = std::min(reduced, (s + 1) * chunk);
     Partial partial = Rule::identity();
     if (i < inner) {
-      const T* column = in + o * reduced * inner + i;
-      for (int64_t r = threadIdx.y; r < reduced; r += blockDim.y) {
-        partial = Rule::combine(partial, {static_cast<typename Rule::Value>(column[r * inner]), r});
+#pragma unroll 4
+      for (int64_t r = s * chunk + threadIdx.y; r < end; r += blockDim.y) {
+        partial = Rule::combine(partial, load(o, r, i));
       }
     }
     partials[lane] = partial;
@@ -531,14 +620,16 @@ __global__ void reduce_kernel(T* values, int64_t* indices, const T* in, int64_t 
       __syncthreads();
     }
     if (threadIdx.y == 0 && i < inner) {
-      values[o * inner + i] = static_cast<T>(partials[threadIdx.x].value);
-      if (indices != nullptr) {
-        indices[o * inner + i] = partials[threadIdx.x].index;
-      }
+      writer.store(o, s, i, partials[threadIdx.x]);
     }
     __syncthreads();  // the next tile reuses `partials`
   }
 }
+
+// Splits stop once this many blocks are in flight, or when a chunk would give each thread
+// fewer than kMinElementsPerThread elements.
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMinElementsPerThread = 32;
 
 void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer, int64_t reduced,
             int64_t inner) {
@@ -557,7 +648,8 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
       DISTGRAD_FAIL("CUDA reduce kernel: bool input (convert to int64 first)");
     } else {
       dispatch_op<ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin>(op, "reduce", [&](auto op_constant) {
-        constexpr ReduceOp kOp = decltype(op_constant)::value;
+        using Rule = Reduction<decltype(op_constant)::value, T>;
+        using Partial = typename Rule::Partial;
         // Up to 32 adjacent columns per block (a power of two), the other threads along the
         // reduced dim: one 256-thread column when inner == 1.
         unsigned columns = 1;
@@ -566,10 +658,33 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
         }
         const dim3 block(columns, kThreadsPerBlock / columns);
         const int64_t tiles = outer * ceil_div(inner, columns);
+        const int64_t splits = std::max<int64_t>(
+            1, std::min(ceil_div(kTargetBlocks, tiles), reduced / (int64_t{block.y} * kMinElementsPerThread)));
         const DeviceLaunch launch(in.device());
-        reduce_kernel<kOp, T><<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(
-            static_cast<T*>(values.data_ptr()), indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr,
-            static_cast<const T*>(in.data_ptr()), outer, reduced, inner);
+        const ElementLoader<Rule, T> load{static_cast<const T*>(in.data_ptr()), reduced, inner};
+        const ResultWriter<Rule, T> result{static_cast<T*>(values.data_ptr()),
+                                           indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr,
+                                           inner};
+        if (splits == 1) {
+          reduce_kernel<Rule><<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(load, result, outer,
+                                                                                         reduced, inner, 1);
+          DISTGRAD_CUDA_CHECK(cudaGetLastError());
+          return;
+        }
+        // Scratch for the partials; freed once both passes are queued (Note [CUDA caching allocator]).
+        Allocator& scratch_allocator = allocator(in.device().index);
+        const size_t scratch_bytes = sizeof(Partial) * outer * splits * inner;
+        const PartialBuffer<Rule> scratch{static_cast<Partial*>(scratch_allocator.allocate(scratch_bytes)), splits,
+                                          inner};
+        reduce_kernel<Rule><<<std::min(tiles * splits, kMaxBlocks), block, 0, launch.stream()>>>(
+            load, scratch, outer, reduced, inner, splits);
+        const cudaError_t first_pass = cudaGetLastError();
+        if (first_pass == cudaSuccess) {
+          reduce_kernel<Rule><<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(scratch, result, outer,
+                                                                                         splits, inner, 1);
+        }
+        scratch_allocator.deallocate(scratch.partials, scratch_bytes);
+        DISTGRAD_CUDA_CHECK(first_pass);
         DISTGRAD_CUDA_CHECK(cudaGetLastError());
       });
     }

@@ -114,8 +114,9 @@ std::vector<ParityCase> all_cases() {
   });
   add_case("index_ops", {{5, 4}, {2, 4}}, [](In x) {
     const Tensor rows = indices_like(x[0], {4, 0, 0, 2}, {4});
+    const Tensor columns = indices_like(x[0], {3, 0, 0, 2}, {4});
     const Tensor picks = indices_like(x[0], {0, 3, 3, 1, 2, 2, 0, 0}, {2, 4});
-    return std::vector{index_select(x[0], 0, rows), index_select(x[0], 1, rows), gather(x[0], 1, picks),
+    return std::vector{index_select(x[0], 0, rows), index_select(x[0], 1, columns), gather(x[0], 1, picks),
                        scatter_add(x[0], 1, picks, x[1]), scatter_add(x[0], 0, picks, x[1])};
   });
   add_case("masks", {{3, 4}, {3, 4}}, [](In x) {
@@ -133,7 +134,22 @@ std::vector<ParityCase> all_cases() {
                        avg_pool2d(x[0], {.kernel_size = {2, 3}, .padding = {1, 1}, .count_include_pad = false})};
   });
   add_case("large_elementwise", {{1 << 18}, {1 << 18}}, [](In x) { return one(x[0] * x[1] + x[0]); });
+  // Contiguous views at odd offsets and lengths: the vectorized path must fall back or finish the tail.
+  add_case("unaligned_contiguous", {{1003}}, [](In x) {
+    const Tensor shifted = narrow(x[0], 0, 1, 1001), unshifted = narrow(x[0], 0, 0, 1001);
+    return std::vector{shifted * unshifted, exp(shifted), unshifted + 1.0, to(gt(shifted, 0.0), kFloat32)};
+  }, kFloat32);
   add_case("large_reduction_inner", {{300, 1000}}, [](In x) { return std::vector{sum(x[0], {0}), max(x[0], 0).values}; });
+  // Few outputs over a long reduced dim take the two-pass path (Note [Split reductions]):
+  // clamping makes ties across chunks, where the earliest position must still win, and NaN
+  // must win wherever it sits.
+  add_case("split_reductions", {{4, 50000}, {20000, 3, 2}}, [](In x) {
+    const Tensor ties = clamp(x[0], -1.0, 1.0);
+    auto [max_values, max_indices] = max(ties, 1);
+    auto [nan_values, nan_indices] = max(masked_fill(x[0], gt(x[0], 3.0), std::nan("")), 1);
+    return std::vector{sum(x[0], {1}), sum(x[0]), max_values, to(max_indices, kFloat32), to(argmin(ties), kFloat32),
+                       nan_values, to(nan_indices, kFloat32), sum(x[1], {0}), to(argmax(x[1], 0), kFloat32)};
+  }, kFloat32);
   return cases;
 }
 
@@ -157,7 +173,7 @@ TEST_P(CudaParity, MatchesCpu) {
     EXPECT_EQ(actual[i].sizes(), expected[i].sizes()) << "output " << i;
     EXPECT_EQ(actual[i].dtype(), expected[i].dtype()) << "output " << i;
     const Tensor back = to(actual[i], Device::cpu());
-    EXPECT_TRUE(allclose(back, expected[i], tolerance, tolerance))
+    EXPECT_TRUE(allclose(back, expected[i], tolerance, tolerance, /*equal_nan=*/true))
         << c.name << " output " << i << "\ncpu:  " << expected[i] << "\ncuda: " << back;
   }
 }

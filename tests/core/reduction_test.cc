@@ -425,6 +425,9 @@ TEST(Reduction, Allclose) {
   EXPECT_TRUE(ops::allclose(a, from_vector<double>({1.01, 2, 1e6}), 0, 0.02));
   EXPECT_FALSE(ops::allclose(a, from_vector<double>({1, 2})));
   EXPECT_FALSE(ops::allclose(from_vector<double>({kNaN}), from_vector<double>({kNaN})));
+  EXPECT_TRUE(ops::allclose(from_vector<double>({kNaN, 1}), from_vector<double>({kNaN, 1}), 1e-5, 1e-8, true));
+  EXPECT_FALSE(ops::allclose(from_vector<double>({kNaN, 1}), from_vector<double>({1, 1}), 1e-5, 1e-8, true));
+  EXPECT_FALSE(ops::allclose(from_vector<double>({1}), from_vector<double>({kNaN}), 1e-5, 1e-8, true));
   EXPECT_TRUE(ops::allclose(from_vector<double>({kInf, -kInf}), from_vector<double>({kInf, -kInf})));
   // An infinite difference is never close, although rtol * |inf| is an infinite tolerance.
   EXPECT_FALSE(ops::allclose(from_vector<double>({kInf}), from_vector<double>({-kInf})));
