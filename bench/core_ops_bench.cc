@@ -60,8 +60,8 @@ BENCHMARK(BM_AddInPlace16M)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // n x n by n x n products per second, in GFLOP/s.
 void set_gflops(benchmark::State& state, int64_t n, int products_per_iteration = 1) {
-  state.counters["GFLOPS"] = benchmark::Counter(
-      2.0 * n * n * n * products_per_iteration * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * n * n * n * products_per_iteration * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
 }
 
 void BM_Matmul(benchmark::State& state) {
@@ -77,8 +77,8 @@ void BM_CblasSgemm(benchmark::State& state) {
   const int64_t n = state.range(0);
   const dg::Tensor a = dg::randn({n, n}), b = dg::randn({n, n}), c = dg::zeros({n, n});
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n,
-                0.0f, c.data<float>(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n, b.data<float>(), n, 0.0f,
+                c.data<float>(), n);
     benchmark::ClobberMemory();
   }
   set_gflops(state, n);
@@ -98,9 +98,8 @@ void run_cuda_ops(benchmark::State& state, Op op) {
     for (int i = 0; i < kCudaOpsPerIteration; ++i) op();
     dg::cuda::synchronize();
   }
-  state.counters["seconds_per_op"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * kCudaOpsPerIteration,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["seconds_per_op"] = benchmark::Counter(static_cast<double>(state.iterations()) * kCudaOpsPerIteration,
+                                                        benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 constexpr dg::TensorOptions kOnCuda{.dtype = dg::kFloat32, .device = dg::Device::cuda(0)};
@@ -134,7 +133,11 @@ void register_cuda_benchmarks() {
   benchmark::RegisterBenchmark("BM_CudaAdd16M", BM_CudaAdd16M)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_CudaSum16M", BM_CudaSum16M)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_CudaMatmul", BM_CudaMatmul)
-      ->Arg(1024)->Arg(2048)->Arg(4096)->UseRealTime()->Unit(benchmark::kMillisecond);
+      ->Arg(1024)
+      ->Arg(2048)
+      ->Arg(4096)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ Tensor arange(int64_t end, TensorOptions options) { return arange(0, end, 1, opt
 Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
   DISTGRAD_CHECK(step != 0, "arange: step must be non-zero");
   const int64_t span = end - start;
-  const int64_t count = (span > 0) == (step > 0) && span != 0 ? (std::abs(span) + std::abs(step) - 1) / std::abs(step) : 0;
+  const int64_t count =
+      (span > 0) == (step > 0) && span != 0 ? (std::abs(span) + std::abs(step) - 1) / std::abs(step) : 0;
   return host_sequence(count, options, [&](int64_t i) { return start + i * step; });
 }
 

@@ -40,8 +40,7 @@ void check_accepts(Accepts accepts, const char* op, const Tensor& t) {
     case Accepts::kBool:
       DISTGRAD_CHECK(t.dtype() == kBool, op, ": expected a bool tensor, found a ", t.describe());
       break;
-    case Accepts::kAny:
-      break;
+    case Accepts::kAny: break;
   }
 }
 
@@ -161,9 +160,7 @@ Tensor gt(const Tensor& a, double b) { return scalar_op(BinaryOp::kGt, "gt", a, 
 Tensor ge(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kGe, "ge", a, b); }
 Tensor ge(const Tensor& a, double b) { return scalar_op(BinaryOp::kGe, "ge", a, b); }
 Tensor logical_not(const Tensor& t) { return unary_op(UnaryOp::kLogicalNot, "logical_not", t); }
-Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return binary_op(BinaryOp::kLogicalAnd, "logical_and", a, b);
-}
+Tensor logical_and(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kLogicalAnd, "logical_and", a, b); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kLogicalOr, "logical_or", a, b); }
 
 const Tensor& add_(const Tensor& self, const Tensor& other) { return inplace_op(BinaryOp::kAdd, "add_", self, other); }

@@ -32,11 +32,11 @@ std::string str_cat(const Args&... args) {
 }  // namespace distgrad
 
 // Throws distgrad::Error with the streamed message when `condition` is false.
-#define DISTGRAD_CHECK(condition, ...)                                     \
-  do {                                                                     \
-    if (!(condition)) [[unlikely]] {                                       \
+#define DISTGRAD_CHECK(condition, ...)                                           \
+  do {                                                                           \
+    if (!(condition)) [[unlikely]] {                                             \
       ::distgrad::detail::throw_error(::distgrad::detail::str_cat(__VA_ARGS__)); \
-    }                                                                      \
+    }                                                                            \
   } while (0)
 
 // Throws distgrad::Error with the streamed message.

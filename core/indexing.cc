@@ -162,11 +162,10 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   detail::check_same_device("where", condition, a);
   detail::check_same_dtype_and_device("where", a, b);
   DISTGRAD_CHECK(condition.dtype() == kBool, "where: expected a bool condition, found a ", condition.describe());
-  const Shape sizes =
-      broadcast_shapes(condition.sizes(), broadcast_shapes(a.sizes(), b.sizes(), "where"), "where");
+  const Shape sizes = broadcast_shapes(condition.sizes(), broadcast_shapes(a.sizes(), b.sizes(), "where"), "where");
   Tensor out = empty(sizes, {.dtype = a.dtype(), .device = a.device()});
-  kernels::kernels_for(a.device()).where(out, detail::expand_to(condition, sizes), detail::expand_to(a, sizes),
-                                         detail::expand_to(b, sizes));
+  kernels::kernels_for(a.device())
+      .where(out, detail::expand_to(condition, sizes), detail::expand_to(a, sizes), detail::expand_to(b, sizes));
   return out;
 }
 

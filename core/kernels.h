@@ -20,6 +20,7 @@
 
 namespace distgrad::kernels {
 
+// clang-format off
 enum class UnaryOp {
   kNeg, kAbs, kSign, kExp, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kErf,
   kClamp, kLogicalNot,
@@ -30,6 +31,7 @@ enum class BinaryOp {
   kEq, kNe, kLt, kLe, kGt, kGe,  // comparisons write a bool output
   kLogicalAnd, kLogicalOr,       // bool inputs and output
 };
+// clang-format on
 
 constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kGe; }
 

@@ -120,8 +120,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, 
 
 Tensor outer(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_and_device("outer", a, b);
-  DISTGRAD_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expected two 1-D tensors, found shapes ",
-                 shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  DISTGRAD_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expected two 1-D tensors, found shapes ", shape_str(a.sizes()),
+                 " and ", shape_str(b.sizes()));
   return mul(unsqueeze(a, 1), unsqueeze(b, 0));
 }
 

@@ -34,14 +34,22 @@ kernels::Window2d make_window(const char* op, const Tensor& input, std::array<in
                    kernel[0], ", ", kernel[1], "], stride [", stride[0], ", ", stride[1], "], padding [", padding[0],
                    ", ", padding[1], "], dilation [", dilation[0], ", ", dilation[1], "]");
   }
-  kernels::Window2d w{.batch = input.size(0), .channels = input.size(1), .height = input.size(2),
-                      .width = input.size(3), .kernel_h = kernel[0], .kernel_w = kernel[1],
-                      .stride_h = stride[0], .stride_w = stride[1], .pad_h = padding[0], .pad_w = padding[1],
-                      .dilation_h = dilation[0], .dilation_w = dilation[1]};
+  kernels::Window2d w{.batch = input.size(0),
+                      .channels = input.size(1),
+                      .height = input.size(2),
+                      .width = input.size(3),
+                      .kernel_h = kernel[0],
+                      .kernel_w = kernel[1],
+                      .stride_h = stride[0],
+                      .stride_w = stride[1],
+                      .pad_h = padding[0],
+                      .pad_w = padding[1],
+                      .dilation_h = dilation[0],
+                      .dilation_w = dilation[1]};
   w.out_h = window_output_size(w.height, w.kernel_h, w.stride_h, w.pad_h, w.dilation_h);
   w.out_w = window_output_size(w.width, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w);
-  DISTGRAD_CHECK(w.out_h > 0 && w.out_w > 0, op, ": the window (kernel [", kernel[0], ", ", kernel[1],
-                 "], dilation [", dilation[0], ", ", dilation[1], "]) does not fit the padded input of shape ",
+  DISTGRAD_CHECK(w.out_h > 0 && w.out_w > 0, op, ": the window (kernel [", kernel[0], ", ", kernel[1], "], dilation [",
+                 dilation[0], ", ", dilation[1], "]) does not fit the padded input of shape ",
                  shape_str(input.sizes()));
   return w;
 }
@@ -71,8 +79,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   const int64_t out_channels = weight.size(0);
   if (bias.defined()) {
     detail::check_same_dtype_and_device("conv2d", input, bias);
-    DISTGRAD_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: expected bias of shape [",
-                   out_channels, "], found ", shape_str(bias.sizes()));
+    DISTGRAD_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: expected bias of shape [", out_channels,
+                   "], found ", shape_str(bias.sizes()));
   }
   const kernels::Window2d w =
       make_window("conv2d", x, {weight.size(2), weight.size(3)}, options.stride, options.padding, options.dilation);

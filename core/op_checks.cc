@@ -27,8 +27,8 @@ void check_writable(const char* op, const Tensor& self) {
   self.check_defined(op);
   for (int64_t d = 0; d < self.dim(); ++d) {
     DISTGRAD_CHECK(self.stride(d) != 0 || self.size(d) <= 1, op,
-                   ": cannot write in place into an expanded tensor (shape ", shape_str(self.sizes()),
-                   ", strides ", shape_str(self.strides()), "); clone it first");
+                   ": cannot write in place into an expanded tensor (shape ", shape_str(self.sizes()), ", strides ",
+                   shape_str(self.strides()), "); clone it first");
   }
 }
 

@@ -112,15 +112,13 @@ Tensor randn(const Shape& sizes, TensorOptions options, Generator& generator) {
 Tensor normal(double mean, double std, const Shape& sizes, TensorOptions options, Generator& generator) {
   DISTGRAD_CHECK(is_floating(options.dtype), "normal: expected a floating dtype, found ", options.dtype);
   DISTGRAD_CHECK(std >= 0, "normal: expected std >= 0, found ", std);
-  return draw(sizes, options,
-              [&](void* out, int64_t n) { generator.fill_normal(out, options.dtype, n, mean, std); });
+  return draw(sizes, options, [&](void* out, int64_t n) { generator.fill_normal(out, options.dtype, n, mean, std); });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions options, Generator& generator) {
   DISTGRAD_CHECK(low < high, "randint: expected low < high, found low=", low, " and high=", high);
   DISTGRAD_CHECK(options.dtype != kBool, "randint: expected a numeric dtype, found bool");
-  return draw(sizes, options,
-              [&](void* out, int64_t n) { generator.fill_integers(out, options.dtype, n, low, high); });
+  return draw(sizes, options, [&](void* out, int64_t n) { generator.fill_integers(out, options.dtype, n, low, high); });
 }
 
 Tensor bernoulli(const Tensor& probabilities, Generator& generator) {

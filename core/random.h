@@ -1,8 +1,8 @@
 // Seeded random number generation and the random creation functions.
 //
-// A Generator is a 64-bit Mersenne Twister behind a mutex (one draw call holds it throughout). Values are always drawn on the
-// host and copied to the tensor's device, so the same seed gives the same numbers on the CPU
-// and on CUDA. `manual_seed(s)` reseeds the process-wide default generator.
+// A Generator is a 64-bit Mersenne Twister behind a mutex (one draw call holds it throughout). Values are always drawn
+// on the host and copied to the tensor's device, so the same seed gives the same numbers on the CPU and on CUDA.
+// `manual_seed(s)` reseeds the process-wide default generator.
 //
 //   distgrad::manual_seed(0);
 //   Tensor x = distgrad::randn({4, 3});                          // N(0, 1), float32
@@ -60,7 +60,6 @@ Tensor normal(double mean, double std, const Shape& sizes, TensorOptions options
 // 0/1 samples with P(1) = probabilities (a floating tensor with values in [0, 1]); same dtype and device.
 Tensor bernoulli(const Tensor& probabilities, Generator& generator = default_generator());
 // 0/1 samples with P(1) = p.
-Tensor bernoulli(double p, const Shape& sizes, TensorOptions options = {},
-                 Generator& generator = default_generator());
+Tensor bernoulli(double p, const Shape& sizes, TensorOptions options = {}, Generator& generator = default_generator());
 
 }  // namespace distgrad

@@ -22,8 +22,8 @@ using kernels::ReduceOp;
 struct ReducePlan {
   Tensor input;
   int64_t outer = 1, reduced = 1, inner = 1;
-  Shape kept_sizes;    // result sizes without the reduced dims
-  Shape keepdim_sizes; // result sizes with each reduced dim as 1
+  Shape kept_sizes;     // result sizes without the reduced dims
+  Shape keepdim_sizes;  // result sizes with each reduced dim as 1
 };
 
 ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
@@ -84,8 +84,8 @@ ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, boo
     fill_(result.values, op == ReduceOp::kSum ? 0 : 1);
     return result;
   }
-  kernels::kernels_for(t.device()).reduce(op, result.values, result.indices, plan.input, plan.outer, plan.reduced,
-                                          plan.inner);
+  kernels::kernels_for(t.device())
+      .reduce(op, result.values, result.indices, plan.input, plan.outer, plan.reduced, plan.inner);
   return result;
 }
 

@@ -44,9 +44,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < ndim; ++i) {
     const int64_t size_a = i < ndim - a.size() ? 1 : a[i - (ndim - a.size())];
     const int64_t size_b = i < ndim - b.size() ? 1 : b[i - (ndim - b.size())];
-    DISTGRAD_CHECK(size_a == size_b || size_a == 1 || size_b == 1, op, ": shapes ", shape_str(a), " and ",
-                   shape_str(b), " cannot be broadcast together (dimension ", i, ": ", size_a, " vs ", size_b,
-                   ")");
+    DISTGRAD_CHECK(size_a == size_b || size_a == 1 || size_b == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+                   " cannot be broadcast together (dimension ", i, ": ", size_a, " vs ", size_b, ")");
     out[i] = size_a == 1 ? size_b : size_a;
   }
   return out;

@@ -42,8 +42,8 @@ class Storage {
     void* data = nullptr;
     size_t nbytes = 0;
     Device device;
-    Allocator* allocator = nullptr;          // set when the memory came from an allocator
-    std::function<void(void*)> deleter;      // set when the memory was borrowed
+    Allocator* allocator = nullptr;      // set when the memory came from an allocator
+    std::function<void(void*)> deleter;  // set when the memory was borrowed
     std::atomic<uint64_t> version{0};
     ~Impl();
   };

@@ -13,8 +13,7 @@ namespace distgrad {
 
 Tensor::Tensor(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype) {
   DISTGRAD_CHECK(storage.defined(), "Tensor: the storage is undefined");
-  DISTGRAD_CHECK(sizes.size() == strides.size(), "Tensor: ", sizes.size(), " sizes but ", strides.size(),
-                 " strides");
+  DISTGRAD_CHECK(sizes.size() == strides.size(), "Tensor: ", sizes.size(), " sizes but ", strides.size(), " strides");
   DISTGRAD_CHECK(offset >= 0, "Tensor: negative offset ", offset);
   int64_t last = offset;  // highest element index the view touches
   bool empty = false;
@@ -25,9 +24,9 @@ Tensor::Tensor(Storage storage, Shape sizes, Shape strides, int64_t offset, DTyp
     last += (sizes[i] - 1) * strides[i];
   }
   const auto needed = static_cast<size_t>(last + 1) * distgrad::element_size(dtype);
-  DISTGRAD_CHECK(empty || needed <= storage.nbytes(), "Tensor: a view of shape ", shape_str(sizes),
-                 ", strides ", shape_str(strides), " and offset ", offset, " needs ", needed,
-                 " bytes but the storage holds ", storage.nbytes());
+  DISTGRAD_CHECK(empty || needed <= storage.nbytes(), "Tensor: a view of shape ", shape_str(sizes), ", strides ",
+                 shape_str(strides), " and offset ", offset, " needs ", needed, " bytes but the storage holds ",
+                 storage.nbytes());
   impl_ = std::make_shared<TensorImpl>();
   impl_->storage = std::move(storage);
   impl_->sizes = std::move(sizes);
@@ -82,13 +81,13 @@ void Tensor::check_one_element(const char* op) const {
 
 int64_t Tensor::element_offset(std::initializer_list<int64_t> index) const {
   check_defined("at");
-  DISTGRAD_CHECK(static_cast<int64_t>(index.size()) == dim(), "at: expected ", dim(), " indices for a ",
-                 describe(), ", found ", index.size());
+  DISTGRAD_CHECK(static_cast<int64_t>(index.size()) == dim(), "at: expected ", dim(), " indices for a ", describe(),
+                 ", found ", index.size());
   int64_t offset = impl_->offset;
   int64_t d = 0;
   for (int64_t i : index) {
-    DISTGRAD_CHECK(i >= 0 && i < impl_->sizes[d], "at: index ", i, " is out of range for dimension ", d,
-                   " of size ", impl_->sizes[d]);
+    DISTGRAD_CHECK(i >= 0 && i < impl_->sizes[d], "at: index ", i, " is out of range for dimension ", d, " of size ",
+                   impl_->sizes[d]);
     offset += i * impl_->strides[d];
     ++d;
   }
@@ -108,8 +107,7 @@ namespace {
 // Formats every element once to find a common width, then prints nested brackets.
 class TensorPrinter {
  public:
-  explicit TensorPrinter(const Tensor& t)
-      : host_(ops::contiguous(ops::to(t, Device::cpu()))), device_(t.device()) {
+  explicit TensorPrinter(const Tensor& t) : host_(ops::contiguous(ops::to(t, Device::cpu()))), device_(t.device()) {
     const int64_t n = host_.numel();
     summarize_ = n > kSummarizeAbove;
     dispatch_dtype(host_.dtype(), "print", [&](auto tag) {

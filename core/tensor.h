@@ -116,9 +116,7 @@ class Tensor {
   long use_count() const { return impl_.use_count(); }
 
   AutogradMetaInterface* autograd_meta() const { return impl_->autograd_meta.get(); }
-  void set_autograd_meta(std::shared_ptr<AutogradMetaInterface> meta) const {
-    impl_->autograd_meta = std::move(meta);
-  }
+  void set_autograd_meta(std::shared_ptr<AutogradMetaInterface> meta) const { impl_->autograd_meta = std::move(meta); }
 
   // Throws naming `op` unless the tensor is defined.
   void check_defined(const char* op) const;

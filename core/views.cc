@@ -47,8 +47,8 @@ std::optional<Shape> view_strides(const Tensor& t, const Shape& sizes) {
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t tensor_d = t.dim() - 1; tensor_d >= 0; --tensor_d) {
     tensor_numel *= t.size(tensor_d);
-    const bool chunk_ends = tensor_d == 0 || (t.size(tensor_d - 1) != 1 &&
-                                              t.stride(tensor_d - 1) != tensor_numel * chunk_base_stride);
+    const bool chunk_ends =
+        tensor_d == 0 || (t.size(tensor_d - 1) != 1 && t.stride(tensor_d - 1) != tensor_numel * chunk_base_stride);
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
       strides[view_d] = view_numel * chunk_base_stride;
@@ -213,8 +213,8 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   const int64_t d = wrap_dim(dim, t.dim(), "narrow");
   const int64_t size = t.size(d);
   const int64_t begin = start < 0 ? start + size : start;
-  DISTGRAD_CHECK(begin >= 0 && length >= 0 && begin + length <= size, "narrow: start ", start, " and length ",
-                 length, " do not fit dimension ", d, " of size ", size);
+  DISTGRAD_CHECK(begin >= 0 && length >= 0 && begin + length <= size, "narrow: start ", start, " and length ", length,
+                 " do not fit dimension ", d, " of size ", size);
   return slice(t, d, begin, begin + length);
 }
 

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  valgrind
+  valgrind clang-format
 )
 
 missing=()

@@ -100,8 +100,7 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBou
     case UnaryOp::kRelu:
       if constexpr (!std::is_same_v<T, bool>) return map_unary<T, T>(out, in, [](T x) { return x < 0 ? T(0) : x; });
       break;
-    default:
-      break;
+    default: break;
   }
   if constexpr (kFloating) {
     switch (op) {
@@ -124,7 +123,8 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBou
 }
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBounds& bounds) {
-  dispatch_dtype(in.dtype(), "unary", [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, out, in, bounds); });
+  dispatch_dtype(in.dtype(), "unary",
+                 [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, out, in, bounds); });
 }
 
 // Calls fn with the scalar function of `op` for T.
@@ -149,10 +149,8 @@ void with_binary_function(BinaryOp op, Fn&& fn) {
       case BinaryOp::kPow:
         if constexpr (std::is_floating_point_v<T>) return fn([](T x, T y) -> T { return std::pow(x, y); });
         else return fn([](T x, T y) -> T { return integer_power(x, y); });
-      case BinaryOp::kMaximum:
-        return fn([](T x, T y) -> T { return is_nan(x) ? x : (x > y ? x : y); });
-      case BinaryOp::kMinimum:
-        return fn([](T x, T y) -> T { return is_nan(x) ? x : (x < y ? x : y); });
+      case BinaryOp::kMaximum: return fn([](T x, T y) -> T { return is_nan(x) ? x : (x > y ? x : y); });
+      case BinaryOp::kMinimum: return fn([](T x, T y) -> T { return is_nan(x) ? x : (x < y ? x : y); });
       case BinaryOp::kEq: return fn([](T x, T y) -> bool { return x == y; });
       case BinaryOp::kNe: return fn([](T x, T y) -> bool { return x != y; });
       case BinaryOp::kLt: return fn([](T x, T y) -> bool { return x < y; });
@@ -200,9 +198,8 @@ void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Te
     StridedLoop<4>(out.sizes(), {&out.strides(), &condition.strides(), &a.strides(), &b.strides()})
         .run([&](const auto& offsets, const auto& steps, int64_t count) {
           for (int64_t j = 0; j < count; ++j) {
-            out_data[offsets[0] + j * steps[0]] = c_data[offsets[1] + j * steps[1]]
-                                                      ? a_data[offsets[2] + j * steps[2]]
-                                                      : b_data[offsets[3] + j * steps[3]];
+            out_data[offsets[0] + j * steps[0]] = c_data[offsets[1] + j * steps[1]] ? a_data[offsets[2] + j * steps[2]]
+                                                                                    : b_data[offsets[3] + j * steps[3]];
           }
         });
   });
@@ -267,8 +264,7 @@ void reduce_accumulate(ReduceOp op, T* out, const T* in, int64_t outer, int64_t 
 
 // Max (or min) with the index of the first extreme; NaN beats every number.
 template <typename T>
-void reduce_extreme(bool is_max, T* out, int64_t* indices, const T* in, int64_t outer, int64_t reduced,
-                    int64_t inner) {
+void reduce_extreme(bool is_max, T* out, int64_t* indices, const T* in, int64_t outer, int64_t reduced, int64_t inner) {
   const bool parallel = outer * reduced * inner >= cpu::kParallelGrain && outer * inner > 1;
 #pragma omp parallel for if (parallel)
   for (int64_t oi = 0; oi < outer * inner; ++oi) {
@@ -288,8 +284,8 @@ void reduce_extreme(bool is_max, T* out, int64_t* indices, const T* in, int64_t 
   }
 }
 
-void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer,
-            int64_t reduced, int64_t inner) {
+void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer, int64_t reduced,
+            int64_t inner) {
   dispatch_dtype(in.dtype(), "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {

@@ -31,8 +31,7 @@ class StridedLoop {
   static constexpr int kMaxDims = 25;
 
   StridedLoop(const Shape& sizes, const std::array<const Shape*, N>& strides) {
-    DISTGRAD_CHECK(sizes.size() <= kMaxDims, "tensor ops support at most ", kMaxDims, " dims, found ",
-                   sizes.size());
+    DISTGRAD_CHECK(sizes.size() <= kMaxDims, "tensor ops support at most ", kMaxDims, " dims, found ", sizes.size());
     numel_ = shape_numel(sizes);
     for (size_t d = 0; d < sizes.size(); ++d) {
       if (sizes[d] == 1) continue;

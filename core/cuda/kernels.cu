@@ -238,8 +238,8 @@ void launch_elementwise(const char* op, const Tensor& out, const Fn& fn,
   const bool contiguous = out.is_contiguous() &&
                           std::all_of(inputs.begin(), inputs.end(), [](const Tensor* t) { return t->is_contiguous(); });
   auto launch_with_inputs = [&]<size_t... kInputs>(std::index_sequence<kInputs...>) {
-    const bool aligned = is_vector_aligned(out_data) &&
-                         (is_vector_aligned(static_cast<const In*>(inputs[kInputs]->data_ptr())) && ...);
+    const bool aligned =
+        is_vector_aligned(out_data) && (is_vector_aligned(static_cast<const In*>(inputs[kInputs]->data_ptr())) && ...);
     if (contiguous && aligned && numel >= kVectorWidth) {
       const int64_t vectors = numel / kVectorWidth, done = vectors * kVectorWidth;
       elementwise_vectorized_kernel<Out, Fn, In...><<<blocks_for(vectors), kThreadsPerBlock, 0, launch.stream()>>>(
@@ -666,8 +666,8 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
                                            indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr,
                                            inner};
         if (splits == 1) {
-          reduce_kernel<Rule><<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(load, result, outer,
-                                                                                         reduced, inner, 1);
+          reduce_kernel<Rule>
+              <<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(load, result, outer, reduced, inner, 1);
           DISTGRAD_CUDA_CHECK(cudaGetLastError());
           return;
         }
@@ -680,8 +680,8 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
             load, scratch, outer, reduced, inner, splits);
         const cudaError_t first_pass = cudaGetLastError();
         if (first_pass == cudaSuccess) {
-          reduce_kernel<Rule><<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(scratch, result, outer,
-                                                                                         splits, inner, 1);
+          reduce_kernel<Rule>
+              <<<std::min(tiles, kMaxBlocks), block, 0, launch.stream()>>>(scratch, result, outer, splits, inner, 1);
         }
         scratch_allocator.deallocate(scratch.partials, scratch_bytes);
         DISTGRAD_CUDA_CHECK(first_pass);

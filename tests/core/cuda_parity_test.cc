@@ -40,9 +40,12 @@ std::vector<ParityCase> all_cases() {
   };
   for (DType dtype : {kFloat32, kFloat64}) {
     const std::string suffix = dtype == kFloat32 ? "_f32" : "_f64";
-    add_case("add_broadcast" + suffix, {{3, 1, 4}, {5, 1}}, [](In x) { return one(x[0] + x[1]); }, dtype);
-    add_case("matmul_2d" + suffix, {{17, 33}, {33, 9}}, [](In x) { return one(matmul(x[0], x[1])); }, dtype);
-    add_case("sum_all" + suffix, {{1000, 37}}, [](In x) { return one(sum(x[0])); }, dtype);
+    add_case(
+        "add_broadcast" + suffix, {{3, 1, 4}, {5, 1}}, [](In x) { return one(x[0] + x[1]); }, dtype);
+    add_case(
+        "matmul_2d" + suffix, {{17, 33}, {33, 9}}, [](In x) { return one(matmul(x[0], x[1])); }, dtype);
+    add_case(
+        "sum_all" + suffix, {{1000, 37}}, [](In x) { return one(sum(x[0])); }, dtype);
   }
   add_case("sub", {{4, 5}, {4, 5}}, [](In x) { return one(x[0] - x[1]); });
   add_case("mul_transposed", {{4, 5}, {5, 4}}, [](In x) { return one(x[0] * t(x[1])); });
@@ -50,16 +53,36 @@ std::vector<ParityCase> all_cases() {
   add_case("scalar_ops", {{7}}, [](In x) { return one((2.0 - x[0]) * 3.0 + 1.0 / (abs(x[0]) + 1.0)); });
   add_case("pow", {{5}, {5}}, [](In x) { return one(pow(abs(x[0]) + 0.1, x[1])); });
   add_case("pow_scalar", {{5}}, [](In x) { return std::vector{pow(x[0], 3.0), pow(2.0, x[0])}; });
-  add_case("maximum_minimum", {{3, 4}, {4}}, [](In x) { return std::vector{maximum(x[0], x[1]), minimum(x[0], x[1])}; });
+  add_case("maximum_minimum", {{3, 4}, {4}}, [](In x) {
+    return std::vector{maximum(x[0], x[1]), minimum(x[0], x[1])};
+  });
   add_case("unary", {{2, 50}}, [](In x) {
     const Tensor positive = abs(x[0]) + 0.1;
-    return std::vector{neg(x[0]), abs(x[0]), sign(x[0]), exp(x[0]), log(positive), log1p(positive), sqrt(positive),
-                       rsqrt(positive), sin(x[0]), cos(x[0]), tanh(x[0]), sigmoid(x[0]), relu(x[0]), gelu(x[0]),
-                       erf(x[0]), clamp(x[0], -0.5, 0.5), clamp(x[0], std::nullopt, 0.2)};
+    return std::vector{neg(x[0]),
+                       abs(x[0]),
+                       sign(x[0]),
+                       exp(x[0]),
+                       log(positive),
+                       log1p(positive),
+                       sqrt(positive),
+                       rsqrt(positive),
+                       sin(x[0]),
+                       cos(x[0]),
+                       tanh(x[0]),
+                       sigmoid(x[0]),
+                       relu(x[0]),
+                       gelu(x[0]),
+                       erf(x[0]),
+                       clamp(x[0], -0.5, 0.5),
+                       clamp(x[0], std::nullopt, 0.2)};
   });
   add_case("comparisons", {{3, 4}, {3, 4}}, [](In x) {
-    return std::vector{to(lt(x[0], x[1]), kFloat64), to(le(x[0], 0.0), kFloat64), to(gt(x[0], x[1]), kFloat64),
-                       to(ge(x[0], x[1]), kFloat64), to(eq(x[0], x[0]), kFloat64), to(ne(x[0], x[1]), kFloat64),
+    return std::vector{to(lt(x[0], x[1]), kFloat64),
+                       to(le(x[0], 0.0), kFloat64),
+                       to(gt(x[0], x[1]), kFloat64),
+                       to(ge(x[0], x[1]), kFloat64),
+                       to(eq(x[0], x[0]), kFloat64),
+                       to(ne(x[0], x[1]), kFloat64),
                        to(logical_and(gt(x[0], 0.0), gt(x[1], 0.0)), kFloat64),
                        to(logical_or(gt(x[0], 0.0), logical_not(gt(x[1], 0.0))), kFloat64)};
   });
@@ -84,14 +107,19 @@ std::vector<ParityCase> all_cases() {
                        reshape(t(x[0]), {-1}), contiguous(permute(reshape(x[0], {2, 2, 6}), {2, 0, 1}))};
   });
   add_case("reductions_dims", {{3, 4, 5}}, [](In x) {
-    return std::vector{sum(x[0], {1}), sum(x[0], {0, 2}, true), mean(x[0], {-1}), var(x[0], {1}), std(x[0], {}, 0),
-                       max(x[0]), min(x[0])};
+    return std::vector{sum(x[0], {1}), sum(x[0], {0, 2}, true), mean(x[0], {-1}),
+                       var(x[0], {1}), std(x[0], {}, 0),        max(x[0]),
+                       min(x[0])};
   });
   add_case("max_min_indices", {{4, 7}}, [](In x) {
     auto [max_values, max_indices] = max(x[0], 1);
     auto [min_values, min_indices] = min(x[0], 0, true);
-    return std::vector{max_values, to(max_indices, kFloat64), min_values, to(min_indices, kFloat64),
-                       to(argmax(x[0]), kFloat64), to(argmin(x[0], 1), kFloat64)};
+    return std::vector{max_values,
+                       to(max_indices, kFloat64),
+                       min_values,
+                       to(min_indices, kFloat64),
+                       to(argmax(x[0]), kFloat64),
+                       to(argmin(x[0], 1), kFloat64)};
   });
   add_case("softmax_family", {{5, 9}}, [](In x) {
     return std::vector{softmax(x[0], 1), log_softmax(x[0], 0), logsumexp(x[0] * 100.0, {1})};
@@ -101,16 +129,19 @@ std::vector<ParityCase> all_cases() {
                        norm(x[0], std::numeric_limits<double>::infinity(), {1})};
   });
   add_case("matmul_forms", {{3}, {3, 4}, {2, 4, 3}, {4}}, [](In x) {
-    return std::vector{matmul(x[0], x[0]), matmul(x[0], x[1]), matmul(x[2], x[1]), matmul(x[1], x[3]),
-                       matmul(x[2], t(select(x[2], 0, 0))), matmul(t(x[1]), x[0])};
+    return std::vector{matmul(x[0], x[0]),
+                       matmul(x[0], x[1]),
+                       matmul(x[2], x[1]),
+                       matmul(x[1], x[3]),
+                       matmul(x[2], t(select(x[2], 0, 0))),
+                       matmul(t(x[1]), x[0])};
   });
   add_case("addmm_outer", {{4}, {3, 5}, {5, 4}}, [](In x) {
     return std::vector{addmm(x[0], x[1], x[2], 0.5, 2.0), outer(x[0], select(x[1], 1, 0))};
   });
   add_case("cat_stack_split", {{2, 3}, {4, 3}}, [](In x) {
     std::vector<Tensor> pieces = chunk(cat({x[0], x[1]}), 3);
-    return std::vector{cat({x[0], x[1]}, 0), stack({x[0], x[0]}, 1), contiguous(pieces[1]),
-                       cat(unbind(x[1], 1), 0)};
+    return std::vector{cat({x[0], x[1]}, 0), stack({x[0], x[0]}, 1), contiguous(pieces[1]), cat(unbind(x[1], 1), 0)};
   });
   add_case("index_ops", {{5, 4}, {2, 4}}, [](In x) {
     const Tensor rows = indices_like(x[0], {4, 0, 0, 2}, {4});
@@ -135,21 +166,36 @@ std::vector<ParityCase> all_cases() {
   });
   add_case("large_elementwise", {{1 << 18}, {1 << 18}}, [](In x) { return one(x[0] * x[1] + x[0]); });
   // Contiguous views at odd offsets and lengths: the vectorized path must fall back or finish the tail.
-  add_case("unaligned_contiguous", {{1003}}, [](In x) {
-    const Tensor shifted = narrow(x[0], 0, 1, 1001), unshifted = narrow(x[0], 0, 0, 1001);
-    return std::vector{shifted * unshifted, exp(shifted), unshifted + 1.0, to(gt(shifted, 0.0), kFloat32)};
-  }, kFloat32);
-  add_case("large_reduction_inner", {{300, 1000}}, [](In x) { return std::vector{sum(x[0], {0}), max(x[0], 0).values}; });
+  add_case(
+      "unaligned_contiguous", {{1003}},
+      [](In x) {
+        const Tensor shifted = narrow(x[0], 0, 1, 1001), unshifted = narrow(x[0], 0, 0, 1001);
+        return std::vector{shifted * unshifted, exp(shifted), unshifted + 1.0, to(gt(shifted, 0.0), kFloat32)};
+      },
+      kFloat32);
+  add_case("large_reduction_inner", {{300, 1000}}, [](In x) {
+    return std::vector{sum(x[0], {0}), max(x[0], 0).values};
+  });
   // Few outputs over a long reduced dim take the two-pass path (Note [Split reductions]):
   // clamping makes ties across chunks, where the earliest position must still win, and NaN
   // must win wherever it sits.
-  add_case("split_reductions", {{4, 50000}, {20000, 3, 2}}, [](In x) {
-    const Tensor ties = clamp(x[0], -1.0, 1.0);
-    auto [max_values, max_indices] = max(ties, 1);
-    auto [nan_values, nan_indices] = max(masked_fill(x[0], gt(x[0], 3.0), std::nan("")), 1);
-    return std::vector{sum(x[0], {1}), sum(x[0]), max_values, to(max_indices, kFloat32), to(argmin(ties), kFloat32),
-                       nan_values, to(nan_indices, kFloat32), sum(x[1], {0}), to(argmax(x[1], 0), kFloat32)};
-  }, kFloat32);
+  add_case(
+      "split_reductions", {{4, 50000}, {20000, 3, 2}},
+      [](In x) {
+        const Tensor ties = clamp(x[0], -1.0, 1.0);
+        auto [max_values, max_indices] = max(ties, 1);
+        auto [nan_values, nan_indices] = max(masked_fill(x[0], gt(x[0], 3.0), std::nan("")), 1);
+        return std::vector{sum(x[0], {1}),
+                           sum(x[0]),
+                           max_values,
+                           to(max_indices, kFloat32),
+                           to(argmin(ties), kFloat32),
+                           nan_values,
+                           to(nan_indices, kFloat32),
+                           sum(x[1], {0}),
+                           to(argmax(x[1], 0), kFloat32)};
+      },
+      kFloat32);
   return cases;
 }
 

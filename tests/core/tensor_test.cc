@@ -2,7 +2,6 @@
 #include <sstream>
 
 #include "core/allocator.h"
-
 #include "tests/core/test_util.h"
 
 namespace distgrad {

@@ -11,16 +11,16 @@
 namespace distgrad::testing {
 
 // Asserts that `statement` throws distgrad::Error whose message contains every fragment.
-#define EXPECT_ERROR_CONTAINS(statement, ...)                                       \
-  do {                                                                              \
-    try {                                                                           \
-      statement;                                                                    \
-      ADD_FAILURE() << "expected distgrad::Error from: " #statement;                \
-    } catch (const ::distgrad::Error& error) {                                      \
-      for (const char* fragment : {__VA_ARGS__}) {                                  \
-        EXPECT_THAT(error.what(), ::testing::HasSubstr(fragment)) << #statement;   \
-      }                                                                             \
-    }                                                                               \
+#define EXPECT_ERROR_CONTAINS(statement, ...)                                    \
+  do {                                                                           \
+    try {                                                                        \
+      statement;                                                                 \
+      ADD_FAILURE() << "expected distgrad::Error from: " #statement;             \
+    } catch (const ::distgrad::Error& error) {                                   \
+      for (const char* fragment : {__VA_ARGS__}) {                               \
+        EXPECT_THAT(error.what(), ::testing::HasSubstr(fragment)) << #statement; \
+      }                                                                          \
+    }                                                                            \
   } while (0)
 
 // Values of `t` as doubles, row-major.
