@@ -4,6 +4,8 @@ find_package(absl CONFIG REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
+find_package(nlohmann_json 3 CONFIG REQUIRED)  # safetensors headers
+find_package(ZLIB REQUIRED)                    # gzip-compressed datasets
 
 if(DISTGRAD_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  libabsl-dev libopenblas-dev
+  libabsl-dev libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist
   libgtest-dev libgmock-dev libbenchmark-dev
   valgrind clang-format
 )
