@@ -60,7 +60,7 @@ struct GemmArgs {
   int64_t ldc = 0, stride_c = 0;
 };
 
-// A sliding 2-D window over NCHW input: conv2d's im2col and the pooling kernels.
+// A sliding 2-D window over NCHW input: im2col, col2im and the pooling kernels.
 struct Window2d {
   int64_t batch = 0, channels = 0, height = 0, width = 0;
   int64_t kernel_h = 0, kernel_w = 0, stride_h = 1, stride_w = 1;
@@ -97,6 +97,10 @@ struct DeviceKernels {
   void (*scatter_add)(const Tensor& self, const Tensor& index, const Tensor& src, int64_t dim);
   // col [batch, channels * kernel_h * kernel_w, out_h * out_w] from contiguous NCHW `in`.
   void (*im2col)(const Tensor& col, const Tensor& in, const Window2d& window);
+  // The adjoint of im2col: every element of contiguous NCHW `image` (all of it written) gets the
+  // sum of the entries of contiguous `col` that im2col reads from it; entries that im2col reads
+  // from padding are dropped. The sum runs in a fixed order, so results are deterministic.
+  void (*col2im)(const Tensor& image, const Tensor& col, const Window2d& window);
   // Max over each window (padding never wins); indices are flat positions in the H*W plane.
   void (*max_pool2d)(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& window);
   void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);

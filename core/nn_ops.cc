@@ -25,19 +25,26 @@ Tensor as_batched(const char* op, const Tensor& input, bool& unbatched) {
   return unbatched ? unsqueeze(input, 0) : input;
 }
 
-kernels::Window2d make_window(const char* op, const Tensor& input, std::array<int64_t, 2> kernel,
-                              std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
-                              std::array<int64_t, 2> dilation) {
+// Positive kernel size, stride and dilation, and non-negative padding.
+void check_window_options(const char* op, const Im2colOptions& options) {
+  const auto& [kernel, stride, padding, dilation] = options;
   for (int i = 0; i < 2; ++i) {
     DISTGRAD_CHECK(kernel[i] > 0 && stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0, op,
                    ": expected positive kernel size, stride and dilation and non-negative padding, found kernel [",
                    kernel[0], ", ", kernel[1], "], stride [", stride[0], ", ", stride[1], "], padding [", padding[0],
                    ", ", padding[1], "], dilation [", dilation[0], ", ", dilation[1], "]");
   }
-  kernels::Window2d w{.batch = input.size(0),
-                      .channels = input.size(1),
-                      .height = input.size(2),
-                      .width = input.size(3),
+}
+
+// The window `options` sliding over an NCHW image of `sizes`, which errors call `image` (the
+// op's "input", or col2im's "output").
+kernels::Window2d make_window(const char* op, const char* image, const Shape& sizes, const Im2colOptions& options) {
+  check_window_options(op, options);
+  const auto& [kernel, stride, padding, dilation] = options;
+  kernels::Window2d w{.batch = sizes[0],
+                      .channels = sizes[1],
+                      .height = sizes[2],
+                      .width = sizes[3],
                       .kernel_h = kernel[0],
                       .kernel_w = kernel[1],
                       .stride_h = stride[0],
@@ -49,9 +56,16 @@ kernels::Window2d make_window(const char* op, const Tensor& input, std::array<in
   w.out_h = window_output_size(w.height, w.kernel_h, w.stride_h, w.pad_h, w.dilation_h);
   w.out_w = window_output_size(w.width, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w);
   DISTGRAD_CHECK(w.out_h > 0 && w.out_w > 0, op, ": the window (kernel [", kernel[0], ", ", kernel[1], "], dilation [",
-                 dilation[0], ", ", dilation[1], "]) does not fit the padded input of shape ",
-                 shape_str(input.sizes()));
+                 dilation[0], ", ", dilation[1], "]) does not fit the padded ", image, " of shape ", shape_str(sizes));
   return w;
+}
+
+// im2col's columns [batch, channels * kernel_h * kernel_w, out_h * out_w] of contiguous NCHW `x`.
+Tensor window_columns(const Tensor& x, const kernels::Window2d& w) {
+  Tensor columns = empty({w.batch, w.channels * w.kernel_h * w.kernel_w, w.out_h * w.out_w},
+                         {.dtype = x.dtype(), .device = x.device()});
+  if (columns.numel() > 0) kernels::kernels_for(x.device()).im2col(columns, x, w);
+  return columns;
 }
 
 kernels::Window2d pool_window(const char* op, const Tensor& input, const Pool2dOptions& options,
@@ -63,7 +77,9 @@ kernels::Window2d pool_window(const char* op, const Tensor& input, const Pool2dO
                    options.padding[1], "] must be at most half the kernel size [", options.kernel_size[0], ", ",
                    options.kernel_size[1], "]");
   }
-  return make_window(op, input, options.kernel_size, stride, options.padding, dilation);
+  return make_window(
+      op, "input", input.sizes(),
+      {.kernel_size = options.kernel_size, .stride = stride, .padding = options.padding, .dilation = dilation});
 }
 
 Tensor unbatch(const Tensor& t, bool unbatched) { return unbatched ? squeeze(t, 0) : t; }
@@ -82,11 +98,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     DISTGRAD_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: expected bias of shape [", out_channels,
                    "], found ", shape_str(bias.sizes()));
   }
-  const kernels::Window2d w =
-      make_window("conv2d", x, {weight.size(2), weight.size(3)}, options.stride, options.padding, options.dilation);
+  const kernels::Window2d w = make_window("conv2d", "input", x.sizes(),
+                                          {.kernel_size = {weight.size(2), weight.size(3)},
+                                           .stride = options.stride,
+                                           .padding = options.padding,
+                                           .dilation = options.dilation});
   const int64_t patch = w.channels * w.kernel_h * w.kernel_w;
-  Tensor columns = empty({w.batch, patch, w.out_h * w.out_w}, {.dtype = x.dtype(), .device = x.device()});
-  if (columns.numel() > 0) kernels::kernels_for(x.device()).im2col(columns, x, w);
+  const Tensor columns = window_columns(x, w);
   const Tensor filters = contiguous(reshape(weight, {1, out_channels, patch}));
   Tensor out = empty({w.batch, out_channels, w.out_h * w.out_w}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
@@ -110,6 +128,38 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   }
   if (bias.defined()) add_(out, reshape(bias, {1, out_channels, 1}));
   return unbatch(reshape(out, {w.batch, out_channels, w.out_h, w.out_w}), unbatched);
+}
+
+Tensor im2col(const Tensor& input, const Im2colOptions& options) {
+  bool unbatched = false;
+  const Tensor x = contiguous(as_batched("im2col", input, unbatched));
+  return unbatch(window_columns(x, make_window("im2col", "input", x.sizes(), options)), unbatched);
+}
+
+Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const Im2colOptions& options) {
+  detail::check_floating("col2im", columns);
+  DISTGRAD_CHECK(columns.dim() == 2 || columns.dim() == 3,
+                 "col2im: expected columns of shape [N, C * kh * kw, L] or [C * kh * kw, L], found ",
+                 shape_str(columns.sizes()));
+  const bool unbatched = columns.dim() == 2;
+  const Tensor col = contiguous(unbatched ? unsqueeze(columns, 0) : columns);
+  check_window_options("col2im", options);
+  const auto& [kernel, stride, padding, dilation] = options;
+  DISTGRAD_CHECK(output_size[0] >= 0 && output_size[1] >= 0, "col2im: expected a non-negative output size, found [",
+                 output_size[0], ", ", output_size[1], "]");
+  const int64_t area = kernel[0] * kernel[1];
+  DISTGRAD_CHECK(col.size(1) % area == 0, "col2im: expected dim 1 of columns to be a multiple of kh * kw = ", area,
+                 " for kernel [", kernel[0], ", ", kernel[1], "], found columns of shape ", shape_str(columns.sizes()));
+  const kernels::Window2d w =
+      make_window("col2im", "output", {col.size(0), col.size(1) / area, output_size[0], output_size[1]}, options);
+  DISTGRAD_CHECK(col.size(2) == w.out_h * w.out_w, "col2im: expected ", w.out_h * w.out_w, " columns (", w.out_h, " x ",
+                 w.out_w, " windows) for output size [", output_size[0], ", ", output_size[1], "] with kernel [",
+                 kernel[0], ", ", kernel[1], "], stride [", stride[0], ", ", stride[1], "], padding [", padding[0],
+                 ", ", padding[1], "] and dilation [", dilation[0], ", ", dilation[1], "], found ", col.size(2),
+                 " in columns of shape ", shape_str(columns.sizes()));
+  Tensor image = empty({w.batch, w.channels, w.height, w.width}, {.dtype = col.dtype(), .device = col.device()});
+  if (image.numel() > 0) kernels::kernels_for(col.device()).col2im(image, col, w);
+  return unbatch(image, unbatched);
 }
 
 ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options) {

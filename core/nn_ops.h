@@ -1,7 +1,10 @@
-// Forward kernels of the convolution and pooling layers, over NCHW (or unbatched CHW) input.
+// Forward kernels of the convolution and pooling layers, over NCHW (or unbatched CHW) input,
+// and the sliding-window rearrangements they are built from: im2col and its adjoint col2im.
 //
 //   Tensor y = ops::conv2d(x, w, b, {.stride = {2, 2}, .padding = {1, 1}});
 //   auto [pooled, indices] = ops::max_pool2d(y, {.kernel_size = {2, 2}});
+//   Tensor columns = ops::im2col(x, {.kernel_size = {3, 3}, .padding = {1, 1}});
+//   Tensor summed = ops::col2im(columns, {x.size(2), x.size(3)}, {.kernel_size = {3, 3}, .padding = {1, 1}});
 #pragma once
 
 #include <array>
@@ -19,6 +22,24 @@ struct Conv2dOptions {
 
 // input [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined -> [N, O, oh, ow] (groups = 1).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+
+struct Im2colOptions {
+  std::array<int64_t, 2> kernel_size{1, 1};
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+};
+
+// Every sliding window of `input` [N, C, H, W] (or unbatched [C, H, W]) as a column:
+// [N, C*kh*kw, L] (or [C*kh*kw, L]), L = out_h * out_w (torch.nn.functional.unfold). Row
+// (c, i, j) holds input channel c at kernel position (i, j) of each window, 0 where it is padding.
+Tensor im2col(const Tensor& input, const Im2colOptions& options);
+
+// The adjoint of im2col: sums columns [N, C*kh*kw, L] (or [C*kh*kw, L]) back into an image of
+// spatial size `output_size` {H, W} (torch.nn.functional.fold). Each pixel gets the sum of the
+// entries that im2col would have read from it; entries that fall on padding are dropped, so
+// col2im(im2col(ones)) counts the windows covering each pixel.
+Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const Im2colOptions& options);
 
 struct Pool2dOptions {
   std::array<int64_t, 2> kernel_size{1, 1};

@@ -445,6 +445,43 @@ void im2col(const Tensor& col, const Tensor& in, const Window2d& w) {
   });
 }
 
+// Gathers rather than scatters: each image element sums, in (ki, kj) order, the column entries
+// that read it, so planes run in parallel without sharing writes and the order is the CUDA
+// kernel's. Offset h = ih + pad_h - ki * dilation_h is oh * stride_h for the window row oh that
+// reads ih through ki; it falls as ki grows, so the first negative one ends the loop.
+void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
+  dispatch_floating(col.dtype(), "col2im", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(col.data_ptr());
+    T* dst = static_cast<T*>(image.data_ptr());
+    const int64_t planes = w.batch * w.channels;
+    const int64_t area = w.kernel_h * w.kernel_w;
+    const int64_t windows = w.out_h * w.out_w;
+#pragma omp parallel for if (planes * area * windows >= cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* rows = src + p * area * windows;  // the kernel_h * kernel_w rows of plane p's channel
+      T* out = dst + p * w.height * w.width;
+      for (int64_t ih = 0; ih < w.height; ++ih) {
+        for (int64_t iw = 0; iw < w.width; ++iw) {
+          AccumulateType<T> total = 0;
+          for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
+            const int64_t h = ih + w.pad_h - ki * w.dilation_h;
+            if (h < 0) break;
+            if (h % w.stride_h != 0 || h / w.stride_h >= w.out_h) continue;
+            for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+              const int64_t x = iw + w.pad_w - kj * w.dilation_w;
+              if (x < 0) break;
+              if (x % w.stride_w != 0 || x / w.stride_w >= w.out_w) continue;
+              total += rows[(ki * w.kernel_w + kj) * windows + h / w.stride_h * w.out_w + x / w.stride_w];
+            }
+          }
+          out[ih * w.width + iw] = static_cast<T>(total);
+        }
+      }
+    }
+  });
+}
+
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& w) {
   dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -528,6 +565,7 @@ const DeviceKernels& cpu_kernels() {
       .gather = gather,
       .scatter_add = scatter_add,
       .im2col = im2col,
+      .col2im = col2im,
       .max_pool2d = max_pool2d,
       .avg_pool2d = avg_pool2d,
   };

@@ -879,7 +879,7 @@ void scatter_add(const Tensor& self, const Tensor& index, const Tensor& src, int
 }
 
 // ---------------------------------------------------------------------------------------------
-// im2col, max_pool2d, avg_pool2d (NCHW, contiguous)
+// im2col, col2im, max_pool2d, avg_pool2d (NCHW, contiguous)
 
 // One thread per column element, in col's order [n][c][ki][kj][oh][ow], so writes coalesce.
 template <typename T>
@@ -912,6 +912,48 @@ void im2col(const Tensor& col, const Tensor& in, const Window2d& window) {
     const DeviceLaunch launch(in.device());
     im2col_kernel<T><<<blocks_for(numel), kThreadsPerBlock, 0, launch.stream()>>>(
         static_cast<T*>(col.data_ptr()), static_cast<const T*>(in.data_ptr()), window, numel);
+    DISTGRAD_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+// One thread per image element, gathering the column entries that read it in (ki, kj) order
+// as the CPU twin does (see col2im in core/cpu/cpu_kernels.cc): no atomics, so the sums are
+// deterministic and match the CPU's.
+template <typename T>
+__global__ void col2im_kernel(T* image, const T* col, Window2d w, int64_t numel) {
+  const int64_t area = w.kernel_h * w.kernel_w;
+  const int64_t windows = w.out_h * w.out_w;
+  for (int64_t e = first_work_item(); e < numel; e += work_item_stride()) {
+    const int64_t iw = e % w.width;
+    const int64_t ih = e / w.width % w.height;
+    const int64_t plane = e / (w.width * w.height);  // n * channels + c
+    const T* rows = col + plane * area * windows;
+    AccumulateType<T> total = 0;
+    for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
+      const int64_t h = ih + w.pad_h - ki * w.dilation_h;
+      if (h < 0) break;
+      if (h % w.stride_h != 0 || h / w.stride_h >= w.out_h) continue;
+      for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+        const int64_t x = iw + w.pad_w - kj * w.dilation_w;
+        if (x < 0) break;
+        if (x % w.stride_w != 0 || x / w.stride_w >= w.out_w) continue;
+        total += rows[(ki * w.kernel_w + kj) * windows + h / w.stride_h * w.out_w + x / w.stride_w];
+      }
+    }
+    image[e] = static_cast<T>(total);
+  }
+}
+
+void col2im(const Tensor& image, const Tensor& col, const Window2d& window) {
+  const int64_t numel = window.batch * window.channels * window.height * window.width;
+  if (numel == 0) {
+    return;
+  }
+  dispatch_floating(col.dtype(), "col2im", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const DeviceLaunch launch(col.device());
+    col2im_kernel<T><<<blocks_for(numel), kThreadsPerBlock, 0, launch.stream()>>>(
+        static_cast<T*>(image.data_ptr()), static_cast<const T*>(col.data_ptr()), window, numel);
     DISTGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -1019,6 +1061,7 @@ const DeviceKernels& kernels() {
       .gather = gather,
       .scatter_add = scatter_add,
       .im2col = im2col,
+      .col2im = col2im,
       .max_pool2d = max_pool2d,
       .avg_pool2d = avg_pool2d,
   };

@@ -46,6 +46,24 @@ std::vector<ParityCase> all_cases() {
         "matmul_2d" + suffix, {{17, 33}, {33, 9}}, [](In x) { return one(matmul(x[0], x[1])); }, dtype);
     add_case(
         "sum_all" + suffix, {{1000, 37}}, [](In x) { return one(sum(x[0])); }, dtype);
+    add_case(
+        "im2col" + suffix, {{2, 3, 7, 8}},
+        [](In x) {
+          return std::vector{
+              im2col(x[0], {.kernel_size = {3, 3}, .padding = {1, 1}}),
+              im2col(x[0], {.kernel_size = {2, 3}, .stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}})};
+        },
+        dtype);
+    // Columns for a 7 x 8 output: 7 x 8 windows of kernel [3, 3] with padding [1, 1], and 4 x 6
+    // windows of kernel [2, 3] with stride [2, 1], padding [1, 1] and dilation [1, 2].
+    add_case(
+        "col2im" + suffix, {{2, 3 * 9, 7 * 8}, {3 * 6, 4 * 6}},
+        [](In x) {
+          return std::vector{
+              col2im(x[0], {7, 8}, {.kernel_size = {3, 3}, .padding = {1, 1}}),
+              col2im(x[1], {7, 8}, {.kernel_size = {2, 3}, .stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}})};
+        },
+        dtype);
   }
   add_case("sub", {{4, 5}, {4, 5}}, [](In x) { return one(x[0] - x[1]); });
   add_case("mul_transposed", {{4, 5}, {5, 4}}, [](In x) { return one(x[0] * t(x[1])); });

@@ -1,4 +1,5 @@
-// Tests of conv2d and the 2-D pooling ops against direct loops written here.
+// Tests of conv2d and the 2-D pooling ops against direct loops written here, and of im2col
+// and col2im against hand-computed values and each other (col2im is im2col's adjoint).
 #include <array>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 namespace distgrad {
 namespace {
 
+using ops::Im2colOptions;
 using ::testing::ElementsAre;
 using testing::values;
 
@@ -244,6 +246,181 @@ TEST(Conv2d, ChecksTheWindow) {
   EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}),
                         "conv2d: expected positive kernel size, stride and dilation and non-negative padding",
                         "stride [0, 1]");
+}
+
+// Channel c of a [1, 2, 3, 4] image holds 12c + 4h + w at (h, w). Kernel [2, 2], stride [1, 2],
+// padding [1, 0] and dilation [2, 1] give 3 x 2 windows: window (y, x) reads rows y - 1 + 2i and
+// columns 2x + j, and row -1 and row 3 are padding.
+const Im2colOptions kHandOptions{.kernel_size = {2, 2}, .stride = {1, 2}, .padding = {1, 0}, .dilation = {2, 1}};
+const std::vector<double> kHandColumns = {
+    0,  0,  0,  2,  4,  6,   // c 0, (i, j) = (0, 0)
+    0,  0,  1,  3,  5,  7,   // c 0, (0, 1)
+    4,  6,  8,  10, 0,  0,   // c 0, (1, 0)
+    5,  7,  9,  11, 0,  0,   // c 0, (1, 1)
+    0,  0,  12, 14, 16, 18,  // c 1, (0, 0)
+    0,  0,  13, 15, 17, 19,  // c 1, (0, 1)
+    16, 18, 20, 22, 0,  0,   // c 1, (1, 0)
+    17, 19, 21, 23, 0,  0,   // c 1, (1, 1)
+};
+
+TEST(Im2col, MatchesHandComputedColumns) {
+  Tensor columns = ops::im2col(ops::view(arange(24, {.dtype = kFloat64}), {1, 2, 3, 4}), kHandOptions);
+  EXPECT_EQ(columns.sizes(), (Shape{1, 8, 6}));
+  EXPECT_EQ(values(columns), kHandColumns);
+}
+
+TEST(Im2col, UnbatchedInputGivesUnbatchedColumns) {
+  Tensor columns = ops::im2col(ops::view(arange(24, {.dtype = kFloat64}), {2, 3, 4}), kHandOptions);
+  EXPECT_EQ(columns.sizes(), (Shape{8, 6}));
+  EXPECT_EQ(values(columns), kHandColumns);
+}
+
+TEST(Im2col, NonContiguousInput) {
+  // The image stored as [C, W, H] and transposed back.
+  Tensor image = ops::transpose(
+      ops::contiguous(ops::transpose(ops::view(arange(24, {.dtype = kFloat64}), {2, 3, 4}), 1, 2)), 1, 2);
+  ASSERT_FALSE(image.is_contiguous());
+  EXPECT_EQ(values(ops::im2col(image, kHandOptions)), kHandColumns);
+}
+
+TEST(Im2col, DefaultOptionsGiveOneColumnPerPixel) {
+  Tensor image = from_vector(random_values(2 * 3 * 4 * 5, 20), {2, 3, 4, 5});
+  Tensor columns = ops::im2col(image, {});
+  EXPECT_EQ(columns.sizes(), (Shape{2, 3, 20}));
+  EXPECT_EQ(values(columns), values(image));
+  EXPECT_EQ(values(ops::col2im(columns, {4, 5}, {})), values(image));
+}
+
+TEST(Im2col, ConvolutionIsAMatmulOfTheColumns) {
+  const Geometry g({2, 3, 7, 6}, {3, 2}, {2, 1}, {1, 2}, {2, 1});
+  const std::vector<double> input = random_values(g.input_numel(), 21);
+  const std::vector<double> weight = random_values(4 * 3 * 3 * 2, 22);
+  Tensor columns = ops::im2col(from_vector(input, g.input_shape()),
+                               {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
+  expect_close(ops::matmul(from_vector(weight, {4, 18}), columns), naive_conv2d(input, weight, {}, g, 4));
+}
+
+// <im2col(x), y> == <x, col2im(y)> for random x and y: col2im is im2col's adjoint, which is
+// what lets each serve as the other's gradient.
+TEST(Col2im, IsTheAdjointOfIm2col) {
+  const std::vector<Im2colOptions> cases = {
+      {.kernel_size = {3, 3}},
+      {.kernel_size = {3, 3}, .stride = {2, 2}},
+      {.kernel_size = {3, 3}, .padding = {1, 1}},
+      {.kernel_size = {2, 2}, .dilation = {2, 2}},
+      {.kernel_size = {2, 3}, .stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}},
+      {.kernel_size = {1, 4}, .stride = {3, 2}, .padding = {0, 2}},
+      {.kernel_size = {3, 2}, .stride = {2, 3}, .padding = {1, 1}, .dilation = {2, 2}},
+  };
+  uint64_t seed = 30;
+  for (const Im2colOptions& options : cases) {
+    SCOPED_TRACE(::testing::Message() << "kernel [" << options.kernel_size[0] << ", " << options.kernel_size[1]
+                                      << "], stride [" << options.stride[0] << ", " << options.stride[1]
+                                      << "], padding [" << options.padding[0] << ", " << options.padding[1]
+                                      << "], dilation [" << options.dilation[0] << ", " << options.dilation[1] << "]");
+    const Shape shape{2, 3, 7, 8};
+    Tensor x = from_vector(random_values(2 * 3 * 7 * 8, seed++), shape);
+    Tensor columns = ops::im2col(x, options);
+    Tensor y = from_vector(random_values(columns.numel(), seed++), columns.sizes());
+    Tensor image = ops::col2im(y, {7, 8}, options);
+    EXPECT_EQ(image.sizes(), shape);
+    const double lhs = ops::sum(ops::mul(columns, y)).item<double>();
+    const double rhs = ops::sum(ops::mul(x, image)).item<double>();
+    EXPECT_NEAR(lhs, rhs, 1e-12 * (1 + std::abs(lhs)));
+  }
+}
+
+TEST(Col2im, CountsTheWindowsCoveringEachPixel) {
+  // Rows: kernel 3, stride 2, padding 1 over 5 rows -> windows read rows {-1, 0, 1}, {1, 2, 3}, {3, 4, 5},
+  // so rows are covered [1, 2, 1, 2, 1] times. Columns: kernel 2, stride 3, dilation 2 over 7 columns
+  // -> windows read columns {0, 2} and {3, 5}, so columns are covered [1, 0, 1, 1, 0, 1, 0] times.
+  const Im2colOptions options{.kernel_size = {3, 2}, .stride = {2, 3}, .padding = {1, 0}, .dilation = {1, 2}};
+  const std::vector<double> counts = {
+      1, 0, 1, 1, 0, 1, 0,  //
+      2, 0, 2, 2, 0, 2, 0,  //
+      1, 0, 1, 1, 0, 1, 0,  //
+      2, 0, 2, 2, 0, 2, 0,  //
+      1, 0, 1, 1, 0, 1, 0,  //
+  };
+  Tensor covered = ops::col2im(ops::im2col(ones({2, 3, 5, 7}, {.dtype = kFloat64}), options), {5, 7}, options);
+  EXPECT_EQ(covered.sizes(), (Shape{2, 3, 5, 7}));
+  const std::vector<double> got = values(covered);
+  for (int64_t plane = 0; plane < 6; ++plane) {
+    EXPECT_EQ(std::vector<double>(got.begin() + plane * 35, got.begin() + (plane + 1) * 35), counts)
+        << "plane " << plane;
+  }
+  // Unbatched and float32 columns give the same counts.
+  Tensor unbatched = ops::col2im(ops::im2col(ones({1, 5, 7}), options), {5, 7}, options);
+  EXPECT_EQ(unbatched.sizes(), (Shape{1, 5, 7}));
+  EXPECT_EQ(unbatched.dtype(), kFloat32);
+  EXPECT_EQ(values(unbatched), counts);
+}
+
+TEST(Col2im, SumsOverlappingWindows) {
+  // A 3 x 3 image and 2 x 2 windows at stride 1: the centre is read by all four windows.
+  Tensor columns = from_vector<double>({1, 2, 3, 4,      // (i, j) = (0, 0) in windows (0, 0), (0, 1), (1, 0), (1, 1)
+                                        10, 20, 30, 40,  // (0, 1)
+                                        100, 200, 300, 400,       // (1, 0)
+                                        1000, 2000, 3000, 4000},  // (1, 1)
+                                       {4, 4});
+  Tensor image = ops::col2im(columns, {3, 3}, {.kernel_size = {2, 2}});
+  EXPECT_EQ(image.sizes(), (Shape{1, 3, 3}));
+  EXPECT_THAT(values(image), ElementsAre(1, 2 + 10, 20,                            //
+                                         3 + 100, 4 + 30 + 200 + 1000, 40 + 2000,  //
+                                         300, 400 + 3000, 4000));
+}
+
+TEST(Col2im, NonContiguousColumns) {
+  const Im2colOptions options{.kernel_size = {2, 2}, .stride = {2, 1}, .padding = {1, 1}};
+  const std::vector<double> data = random_values(8 * 12, 40);  // [C * 4 = 8, L = 3 * 4 = 12]
+  Tensor contiguous_columns = from_vector(data, {8, 12});
+  Tensor strided = testing::transposed_copy_of(data, 8, 12);
+  ASSERT_FALSE(strided.is_contiguous());
+  EXPECT_EQ(values(ops::col2im(strided, {4, 3}, options)), values(ops::col2im(contiguous_columns, {4, 3}, options)));
+}
+
+TEST(Im2col, ChecksItsArguments) {
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({4, 4}), {.kernel_size = {2, 2}}),
+                        "im2col: expected input of shape [N, C, H, W] or [C, H, W], found [4, 4]");
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
+                        "im2col: expected a float32 or float64 tensor, found a int64 tensor");
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
+                        "im2col: expected positive kernel size, stride and dilation and non-negative padding, found "
+                        "kernel [0, 2], stride [1, 1], padding [0, 0], dilation [1, 1]");
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .stride = {1, -1}}), "stride [1, -1]");
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .padding = {-1, 0}}), "padding [-1, 0]");
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .dilation = {0, 1}}), "dilation [0, 1]");
+  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({2, 1, 3, 3}), {.kernel_size = {2, 2}, .dilation = {3, 1}}),
+                        "im2col: the window (kernel [2, 2], dilation [3, 1]) does not fit the padded input of shape "
+                        "[2, 1, 3, 3]");
+  EXPECT_EQ(ops::im2col(zeros({2, 1, 3, 3}), {.kernel_size = {2, 2}, .padding = {1, 0}, .dilation = {3, 1}}).sizes(),
+            (Shape{2, 4, 4}));
+}
+
+TEST(Col2im, ChecksItsArguments) {
+  const Im2colOptions kernel_2x2{.kernel_size = {2, 2}};
+  EXPECT_ERROR_CONTAINS(
+      ops::col2im(zeros({1, 4, 2, 10}), {3, 6}, kernel_2x2),
+      "col2im: expected columns of shape [N, C * kh * kw, L] or [C * kh * kw, L], found [1, 4, 2, 10]");
+  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 10}, {.dtype = kInt64}), {3, 6}, kernel_2x2),
+                        "col2im: expected a float32 or float64 tensor, found a int64 tensor");
+  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 10}), {3, 6}, {.kernel_size = {2, 2}, .stride = {0, 1}}),
+                        "col2im: expected positive kernel size, stride and dilation and non-negative padding",
+                        "stride [0, 1]");
+  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 10}), {3, -6}, kernel_2x2),
+                        "col2im: expected a non-negative output size, found [3, -6]");
+  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({1, 6, 10}), {3, 6}, kernel_2x2),
+                        "col2im: expected dim 1 of columns to be a multiple of kh * kw = 4 for kernel [2, 2], found "
+                        "columns of shape [1, 6, 10]");
+  // Output [5, 6] with kernel [2, 2], stride [1, 2] has 4 x 3 windows.
+  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({1, 8, 20}), {5, 6}, {.kernel_size = {2, 2}, .stride = {1, 2}}),
+                        "col2im: expected 12 columns (4 x 3 windows) for output size [5, 6] with kernel [2, 2], stride "
+                        "[1, 2], padding [0, 0] and dilation [1, 1], found 20 in columns of shape [1, 8, 20]");
+  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 1}), {1, 6}, kernel_2x2),
+                        "col2im: the window (kernel [2, 2], dilation [1, 1]) does not fit the padded output of shape "
+                        "[1, 1, 1, 6]");
+  EXPECT_EQ(ops::col2im(zeros({1, 8, 12}), {5, 6}, {.kernel_size = {2, 2}, .stride = {1, 2}}).sizes(),
+            (Shape{1, 2, 5, 6}));
 }
 
 TEST(MaxPool2d, DefaultStrideIsTheKernelSize) {
