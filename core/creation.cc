@@ -18,7 +18,7 @@ Tensor host_sequence(int64_t count, TensorOptions options, ValueAt value_at) {
   std::vector<Value> values(count);
   for (int64_t i = 0; i < count; ++i) values[i] = value_at(i);
   Tensor host = from_host_data(values.data(), count, dtype_of<Value>(), {count}, Device::cpu());
-  return ops::to(ops::to(host, options.dtype), options.device);
+  return detail::apply_requires_grad(ops::to(ops::to(host, options.dtype), options.device), options);
 }
 
 }  // namespace
@@ -28,7 +28,8 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
     DISTGRAD_CHECK(size >= 0, "empty: expected non-negative sizes, found shape ", shape_str(sizes));
   }
   const auto nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(options.dtype);
-  return Tensor(Storage::allocate(nbytes, options.device), sizes, contiguous_strides(sizes), 0, options.dtype);
+  return detail::apply_requires_grad(
+      Tensor(Storage::allocate(nbytes, options.device), sizes, contiguous_strides(sizes), 0, options.dtype), options);
 }
 
 Tensor full(const Shape& sizes, double value, TensorOptions options) {

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -10,6 +11,25 @@
 #include "core/views.h"
 
 namespace distgrad {
+namespace detail {
+namespace {
+
+std::atomic<void (*)(const Tensor&)> requires_grad_setter{nullptr};
+
+}  // namespace
+
+void install_requires_grad_setter(void (*setter)(const Tensor&)) { requires_grad_setter.store(setter); }
+
+Tensor apply_requires_grad(Tensor tensor, const TensorOptions& options) {
+  if (!options.requires_grad) return tensor;
+  auto* setter = requires_grad_setter.load();
+  DISTGRAD_CHECK(setter != nullptr,
+                 "requires_grad: tensors that require grad need the autograd library; link distgrad::autograd");
+  setter(tensor);
+  return tensor;
+}
+
+}  // namespace detail
 
 Tensor::Tensor(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype) {
   DISTGRAD_CHECK(storage.defined(), "Tensor: the storage is undefined");

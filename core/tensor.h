@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -27,10 +29,17 @@
 
 namespace distgrad {
 
+namespace autograd {
+class Node;
+}  // namespace autograd
+
 // What to create a tensor as: `zeros({2, 3}, {.dtype = kFloat64, .device = Device::cuda(0)})`.
+// `requires_grad` makes the new tensor a leaf that autograd tracks (floating dtypes only; it
+// needs the autograd library, see Note [Tensor methods defined by autograd]).
 struct TensorOptions {
   DType dtype = kFloat32;
   Device device = Device::cpu();
+  bool requires_grad = false;
 };
 
 // Base of the per-tensor autograd state; autograd defines what it holds.
@@ -118,6 +127,43 @@ class Tensor {
   AutogradMetaInterface* autograd_meta() const { return impl_->autograd_meta.get(); }
   void set_autograd_meta(std::shared_ptr<AutogradMetaInterface> meta) const { impl_->autograd_meta = std::move(meta); }
 
+  // Note [Tensor methods defined by autograd]
+  // The methods below are declared here so that `loss.backward()` reads as in PyTorch, and
+  // defined by the autograd library (autograd/tensor_methods.cc): core never calls them, so
+  // core builds and links alone; a program that calls them links distgrad::autograd.
+
+  // Leaves: whether gradients are accumulated into grad(); other tensors: whether they were
+  // computed from a tensor that requires grad while grad mode was on.
+  bool requires_grad() const;
+  // Marks a leaf as requiring grad (floating dtypes only); returns *this.
+  const Tensor& requires_grad_(bool requires_grad = true) const;
+  // True for tensors not produced by a recorded op (every tensor that does not require grad).
+  bool is_leaf() const;
+  // The gradient accumulated by backward passes (undefined until one reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  // The recorded op that produced this tensor; null for leaves.
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // A tensor sharing this one's data, cut from the graph (requires_grad() is false).
+  Tensor detach() const;
+  // Makes backward passes also store this non-leaf tensor's gradient in grad().
+  void retain_grad() const;
+  // Computes the gradient of this tensor with respect to the graph leaves and accumulates it
+  // into their grad(); `gradient` may be omitted for a one-element tensor. retain_graph
+  // defaults to create_graph; `inputs` restricts accumulation to those tensors.
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                const std::vector<Tensor>& inputs = {}) const;
+  // Calls `hook(grad)` whenever a gradient for this tensor is computed; a defined return value
+  // replaces the gradient. Returns an id for remove_hook().
+  int64_t register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  void remove_hook(int64_t id) const;
+  // Leaves: calls `hook(*this)` after a backward pass accumulated into grad(). Returns an id
+  // for remove_hook().
+  int64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  // Differentiable sum and mean of every element (0-dim results).
+  Tensor sum() const;
+  Tensor mean() const;
+
   // Throws naming `op` unless the tensor is defined.
   void check_defined(const char* op) const;
   // "float32 tensor of shape [2, 3] on cpu", for error messages.
@@ -136,5 +182,14 @@ class Tensor {
 
 // PyTorch-style printing: "tensor([[1.0000, 2.0000], ...], dtype=float64)".
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+namespace detail {
+
+// Applies `options.requires_grad` to a tensor that a creation function just made.
+Tensor apply_requires_grad(Tensor tensor, const TensorOptions& options);
+// Called once by the autograd library when it is linked in (see apply_requires_grad).
+void install_requires_grad_setter(void (*setter)(const Tensor&));
+
+}  // namespace detail
 
 }  // namespace distgrad

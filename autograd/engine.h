@@ -1,0 +1,36 @@
+// Engine: runs a recorded graph backwards.
+//
+// One call to Engine::execute is one graph task: it counts, for every node reachable from the
+// roots, how many edges lead into it, then runs nodes as their count drops to zero (later
+// nodes first among the ready ones; AccumulateGrad nodes as soon as they are ready, so a
+// leaf's gradient is complete as early as possible, which DDP's buckets rely on). Gradients
+// arriving at one input slot from several edges are summed in that node's input buffer.
+// Everything runs on the calling thread, with grad mode equal to create_graph
+// (Note [Higher order] in function.h).
+//
+// With capture edges (autograd::grad, backward with inputs), only the nodes that lead to one of
+// them run, and the gradient arriving at each is returned instead of being accumulated.
+//
+// The user-facing entry points are autograd::backward and autograd::grad (autograd/autograd.h).
+#pragma once
+
+#include <vector>
+
+#include "autograd/node.h"
+
+namespace distgrad::autograd {
+
+struct ExecuteOptions {
+  bool keep_graph = false;    // keep saved tensors for another backward pass
+  bool create_graph = false;  // record the backward pass itself
+};
+
+class Engine {
+ public:
+  // Runs the graph backwards from `roots`, the edges receiving `root_grads` (one each).
+  // Returns the gradients that arrived at `capture_edges` (one each; undefined where none did).
+  static TensorList execute(const std::vector<Edge>& roots, TensorList root_grads, const ExecuteOptions& options,
+                            const std::vector<Edge>& capture_edges = {});
+};
+
+}  // namespace distgrad::autograd

@@ -1,0 +1,112 @@
+// Differentiable convolution and pooling (autograd/ops.h).
+//
+// The backward formulas are built from im2col and its adjoint col2im, which are differentiable
+// themselves (each one's gradient is the other), so every formula here can be differentiated
+// again: the second-order MAML of a conv net needs exactly that.
+#include "autograd/function.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+
+namespace distgrad {
+
+using autograd::BackwardContext;
+using autograd::record;
+using autograd::TensorList;
+
+Tensor im2col(const Tensor& input, const ops::Im2colOptions& options) {
+  Tensor result = ops::im2col(input, options);
+  record("Im2colBackward", {&input}, {&result}, [in = input.sizes(), options](const BackwardContext& ctx) {
+    return TensorList{distgrad::col2im(ctx.grads[0], {in[in.size() - 2], in[in.size() - 1]}, options)};
+  });
+  return result;
+}
+
+Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const ops::Im2colOptions& options) {
+  Tensor result = ops::col2im(columns, output_size, options);
+  record("Col2imBackward", {&columns}, {&result},
+         [options](const BackwardContext& ctx) { return TensorList{distgrad::im2col(ctx.grads[0], options)}; });
+  return result;
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ops::Conv2dOptions& options) {
+  Tensor result = ops::conv2d(input, weight, bias, options);  // checks every argument
+  if (!autograd::should_record({&input, &weight, &bias})) return result;
+  if (input.dim() == 3) return squeeze(distgrad::conv2d(unsqueeze(input, 0), weight, bias, options), 0);
+  const ops::Im2colOptions window{.kernel_size = {weight.size(2), weight.size(3)},
+                                  .stride = options.stride,
+                                  .padding = options.padding,
+                                  .dilation = options.dilation};
+  if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result},
+                         [window, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
+                           const Tensor &input = ctx.saved[0], &weight = ctx.saved[1];
+                           const int64_t batch = in[0], out_channels = w[0];
+                           const Tensor g = reshape(ctx.grads[0], {batch, out_channels, -1});  // [N, O, L]
+                           Tensor grad_input, grad_weight, grad_bias;
+                           if (ctx.needs(0)) {
+                             const Tensor filters = reshape(weight, {out_channels, -1});  // [O, C*kh*kw]
+                             grad_input = distgrad::col2im(matmul(t(filters), g), {in[2], in[3]}, window);
+                           }
+                           if (ctx.needs(1)) {
+                             const Tensor columns = distgrad::im2col(input, window);  // [N, C*kh*kw, L]
+                             grad_weight = reshape(sum(matmul(g, transpose(columns, 1, 2)), {0}), w);
+                           }
+                           if (ctx.needs(2)) grad_bias = sum(ctx.grads[0], {0, 2, 3});
+                           return TensorList{grad_input, grad_weight, grad_bias};
+                         })) {
+    node->save(input);
+    node->save(weight);
+  }
+  return result;
+}
+
+ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
+  ops::ValuesIndices result = ops::max_pool2d(input, options);
+  if (auto node =
+          record("MaxPool2dBackward", {&input}, {&result.values}, [in = input.sizes()](const BackwardContext& ctx) {
+            // Each output took its value from the flat position `indices` of its H*W plane.
+            const Tensor& g = ctx.grads[0];
+            const int64_t planes = shape_numel(in) / (in[in.size() - 2] * in[in.size() - 1]);
+            const Tensor flat_grad = reshape(g, {planes, -1});
+            const Tensor flat_indices = ops::reshape(ctx.saved[0], {planes, -1});
+            const Tensor target =
+                zeros({planes, in[in.size() - 2] * in[in.size() - 1]}, {.dtype = g.dtype(), .device = g.device()});
+            return TensorList{reshape(scatter_add(target, 1, flat_indices, flat_grad), in)};
+          })) {
+    node->save(result.indices);
+  }
+  return result;
+}
+
+Tensor avg_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
+  Tensor result = ops::avg_pool2d(input, options);  // checks every argument
+  if (!autograd::should_record({&input})) return result;
+  if (input.dim() == 3) return squeeze(distgrad::avg_pool2d(unsqueeze(input, 0), options), 0);
+  ops::Im2colOptions window{.kernel_size = options.kernel_size, .padding = options.padding};
+  for (int i = 0; i < 2; ++i) window.stride[i] = options.stride[i] == 0 ? options.kernel_size[i] : options.stride[i];
+  // How many input elements each window averages: the whole kernel, or without the padding.
+  const int64_t kernel_area = options.kernel_size[0] * options.kernel_size[1];
+  Tensor divisor;
+  if (options.count_include_pad) {
+    divisor = full({1, 1, result.size(2) * result.size(3)}, static_cast<double>(kernel_area),
+                   {.dtype = input.dtype(), .device = input.device()});
+  } else {
+    const Tensor ones =
+        distgrad::ones({1, 1, input.size(2), input.size(3)}, {.dtype = input.dtype(), .device = input.device()});
+    divisor = ops::sum(ops::im2col(ones, window), {1}, /*keepdim=*/true);  // [1, 1, L]
+  }
+  if (auto node = record("AvgPool2dBackward", {&input}, {&result},
+                         [window, kernel_area, in = input.sizes()](const BackwardContext& ctx) {
+                           const Tensor& divisor = ctx.saved[0];
+                           const int64_t batch = in[0], channels = in[1];
+                           const Tensor g = div(reshape(ctx.grads[0], {batch, channels, 1, -1}), divisor);
+                           const int64_t windows = g.size(3);
+                           const Tensor columns = reshape(expand(g, {batch, channels, kernel_area, windows}),
+                                                          {batch, channels * kernel_area, windows});
+                           return TensorList{distgrad::col2im(columns, {in[2], in[3]}, window)};
+                         })) {
+    node->save(ops::unsqueeze(divisor, 0));
+  }
+  return result;
+}
+
+}  // namespace distgrad

@@ -1,0 +1,191 @@
+// Differentiable reductions and the softmax family (autograd/ops.h).
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/function.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+
+namespace distgrad {
+
+using autograd::BackwardContext;
+using autograd::record;
+using autograd::TensorList;
+
+namespace {
+
+// The reduced dims in increasing order (all dims when `dims` is empty).
+Shape reduced_dims(const Shape& dims, int64_t ndim) {
+  Shape result;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < ndim; ++d) result.push_back(d);
+    return result;
+  }
+  for (int64_t dim : dims) result.push_back(ndim == 0 ? 0 : wrap_dim(dim, ndim, "reduce"));
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+// A reduction's result (or gradient) with the reduced dims put back as size 1, so that it
+// broadcasts against the input.
+Tensor with_kept_dims(const Tensor& reduced, const Shape& dims, bool keepdim, int64_t input_dim) {
+  if (keepdim || input_dim == 0) return reduced;
+  Tensor result = reduced;
+  for (int64_t d : dims) result = unsqueeze(result, d);
+  return result;
+}
+
+int64_t count_of(const Shape& sizes, const Shape& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= sizes[d];
+  return count;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
+  Tensor result = ops::sum(t, dims, keepdim);
+  t.check_defined("sum");
+  record("SumBackward", {&t}, {&result},
+         [in = t.sizes(), reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
+           return TensorList{expand(with_kept_dims(ctx.grads[0], reduced, keepdim, in.size()), in)};
+         });
+  return result;
+}
+
+Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
+  Tensor result = ops::mean(t, dims, keepdim);
+  record("MeanBackward", {&t}, {&result},
+         [in = t.sizes(), reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
+           const double count = static_cast<double>(count_of(in, reduced));
+           return TensorList{expand(div(with_kept_dims(ctx.grads[0], reduced, keepdim, in.size()), count), in)};
+         });
+  return result;
+}
+
+Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  if (!autograd::should_record({&t})) return ops::var(t, dims, correction, keepdim);
+  const Shape reduced = reduced_dims(dims, t.dim());
+  const double degrees = static_cast<double>(count_of(t.sizes(), reduced) - correction);
+  const Tensor centered = sub(t, mean(t, dims, /*keepdim=*/true));
+  return div(sum(mul(centered, centered), dims, keepdim), degrees);
+}
+
+Tensor std(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  if (!autograd::should_record({&t})) return ops::std(t, dims, correction, keepdim);
+  return sqrt(var(t, dims, correction, keepdim));
+}
+
+namespace {
+
+// max or min of every element: the gradient is split equally among the elements equal to it.
+Tensor whole_extremum(const char* name, Tensor result, const Tensor& t) {
+  if (auto node = record(name, {&t}, {&result}, [](const BackwardContext& ctx) {
+        const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
+        const Tensor hits = ops::to(ops::eq(t, result), t.dtype());
+        return TensorList{mul(div(hits, ops::sum(hits)), ctx.grads[0])};
+      })) {
+    node->save(t);
+    node->save_output(result);
+  }
+  return result;
+}
+
+// max or min along `dim`: the gradient goes to the position in `indices`.
+ops::ValuesIndices dim_extremum(const char* name, ops::ValuesIndices result, const Tensor& t, int64_t dim,
+                                bool keepdim) {
+  const int64_t d = t.dim() == 0 ? 0 : wrap_dim(dim, t.dim(), name);
+  if (auto node = record(name, {&t}, {&result.values}, [in = t.sizes(), d, keepdim](const BackwardContext& ctx) {
+        if (in.empty()) return TensorList{ctx.grads[0]};
+        const Tensor indices = with_kept_dims(ctx.saved[0], {d}, keepdim, in.size());
+        const Tensor grad = with_kept_dims(ctx.grads[0], {d}, keepdim, in.size());
+        return TensorList{scatter_add(zeros(in, {.dtype = grad.dtype(), .device = grad.device()}), d, indices, grad)};
+      })) {
+    node->save(result.indices);
+  }
+  return result;
+}
+
+}  // namespace
+
+Tensor max(const Tensor& t) { return whole_extremum("MaxBackward", ops::max(t), t); }
+Tensor min(const Tensor& t) { return whole_extremum("MinBackward", ops::min(t), t); }
+ops::ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
+  return dim_extremum("MaxBackward", ops::max(t, dim, keepdim), t, dim, keepdim);
+}
+ops::ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
+  return dim_extremum("MinBackward", ops::min(t, dim, keepdim), t, dim, keepdim);
+}
+Tensor argmax(const Tensor& t) { return ops::argmax(t); }
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return ops::argmax(t, dim, keepdim); }
+Tensor argmin(const Tensor& t) { return ops::argmin(t); }
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return ops::argmin(t, dim, keepdim); }
+
+Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
+  Tensor result = ops::logsumexp(t, dims, keepdim);
+  if (auto node = record("LogsumexpBackward", {&t}, {&result},
+                         [reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
+                           const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
+                           const int64_t ndim = t.dim();
+                           const Tensor softmax = exp(sub(t, with_kept_dims(result, reduced, keepdim, ndim)));
+                           return TensorList{mul(with_kept_dims(ctx.grads[0], reduced, keepdim, ndim), softmax)};
+                         })) {
+    node->save(t);
+    node->save_output(result);
+  }
+  return result;
+}
+
+Tensor softmax(const Tensor& t, int64_t dim) {
+  Tensor result = ops::softmax(t, dim);
+  if (auto node = record("SoftmaxBackward", {&t}, {&result}, [dim](const BackwardContext& ctx) {
+        const Tensor &g = ctx.grads[0], &y = ctx.saved[0];
+        const int64_t d = y.dim() == 0 ? 0 : dim;
+        return TensorList{mul(y, sub(g, sum(mul(g, y), {d}, /*keepdim=*/true)))};
+      })) {
+    node->save_output(result);
+  }
+  return result;
+}
+
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  Tensor result = ops::log_softmax(t, dim);
+  if (auto node = record("LogSoftmaxBackward", {&t}, {&result}, [dim](const BackwardContext& ctx) {
+        const Tensor &g = ctx.grads[0], &y = ctx.saved[0];
+        const int64_t d = y.dim() == 0 ? 0 : dim;
+        return TensorList{sub(g, mul(exp(y), sum(g, {d}, /*keepdim=*/true)))};
+      })) {
+    node->save_output(result);
+  }
+  return result;
+}
+
+Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
+  Tensor result = ops::norm(t, p, dims, keepdim);
+  if (auto node = record("NormBackward", {&t}, {&result},
+                         [p, reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
+                           const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
+                           const int64_t ndim = t.dim();
+                           const Tensor g = with_kept_dims(ctx.grads[0], reduced, keepdim, ndim);
+                           const Tensor n = with_kept_dims(result, reduced, keepdim, ndim);
+                           if (p == 1) return TensorList{mul(g, sign(t))};
+                           if (std::isinf(p)) {  // split among the elements of largest magnitude
+                             const Tensor hits = ops::to(ops::eq(ops::abs(t), n), t.dtype());
+                             const Tensor share = ops::div(hits, ops::sum(hits, reduced, /*keepdim=*/true));
+                             return TensorList{mul(g, mul(sign(t), share))};
+                           }
+                           // d|t|_p / dt = sign(t) |t|^(p-1) / |t|_p^(p-1), taken as 0 where the norm is 0.
+                           const Tensor zero_norm = ops::eq(n, 0.0);
+                           const Tensor safe_norm = where(zero_norm, ones_like(n), n);
+                           const Tensor direction = p == 2
+                                                        ? div(t, safe_norm)
+                                                        : div(mul(sign(t), pow(abs(t), p - 1)), pow(safe_norm, p - 1));
+                           return TensorList{mul(g, where(zero_norm, zeros_like(direction), direction))};
+                         })) {
+    node->save(t);
+    node->save_output(result);
+  }
+  return result;
+}
+
+}  // namespace distgrad

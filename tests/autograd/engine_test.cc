@@ -1,0 +1,253 @@
+// The backward engine and the autograd API: accumulation, graph retention, grad(), hooks,
+// grad mode, version checks, in-place ops, and every error by message.
+#include "autograd/autograd.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+#include "tests/core/test_util.h"
+
+namespace distgrad {
+namespace {
+
+using autograd::TensorList;
+using testing::values;
+
+Tensor leaf(std::vector<double> data) {
+  Tensor t = from_vector(data);
+  t.requires_grad_();
+  return t;
+}
+
+TEST(Backward, AccumulatesIntoLeavesAcrossPasses) {
+  const Tensor x = leaf({1, 2, 3});
+  const Tensor w = leaf({0.5, -1, 2});
+  sum(mul(x, w)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0.5, -1, 2}));
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{1, 2, 3}));
+  sum(mul(x, x)).backward();  // d/dx x^2 = 2x, added to the previous gradient
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2.5, 3, 8}));
+}
+
+TEST(Backward, SumsGradientsOfATensorUsedTwice) {
+  const Tensor x = leaf({3});
+  const Tensor y = x * x + x * 2.0 + exp(x - x);  // a diamond: x reaches y along several paths
+  y.sum().backward();
+  EXPECT_DOUBLE_EQ(x.grad().item<double>(), 2 * 3 + 2);
+}
+
+TEST(Backward, ImplicitGradientOnlyForOneElement) {
+  const Tensor x = leaf({1, 2});
+  EXPECT_ERROR_CONTAINS((x * 2.0).backward(),
+                        "backward: a gradient can be created implicitly only for outputs with "
+                        "one element; output 0 is a float64 tensor of shape [2]");
+  (x * 2.0).backward(from_vector<double>({1, 10}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 20}));
+}
+
+TEST(Backward, GradientMustMatchTheOutput) {
+  const Tensor x = leaf({1, 2});
+  EXPECT_ERROR_CONTAINS((x * 2.0).backward(from_vector<double>({1, 2, 3})),
+                        "expected the gradient of output 0 to be a float64 tensor of shape [2] on cpu, found a float64 "
+                        "tensor of shape [3]");
+  EXPECT_ERROR_CONTAINS((x * 2.0).backward(from_vector<float>({1, 2})), "found a float32 tensor");
+}
+
+TEST(Backward, OutputWithoutHistoryIsAnError) {
+  EXPECT_ERROR_CONTAINS(from_vector<double>({1}).backward(),
+                        "backward: output 0 (a float64 tensor of shape [1] on cpu) does not require grad");
+}
+
+TEST(Backward, FreedGraphSaysRetainGraph) {
+  const Tensor x = leaf({2});
+  const Tensor y = (x * x).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();  // the graph was retained once
+  EXPECT_DOUBLE_EQ(x.grad().item<double>(), 8);
+  EXPECT_ERROR_CONTAINS(y.backward(), "MulBackward: trying to backward through the graph a second time",
+                        "retain_graph=true");
+}
+
+TEST(Backward, InPlaceChangeOfASavedTensorIsCaught) {
+  const Tensor x = leaf({1, 2});
+  const Tensor a = x * 1.0;
+  const Tensor y = (a * a).sum();  // MulBackward saves a
+  mul_(a, 3.0);                    // recorded in place: bumps a's version
+  EXPECT_ERROR_CONTAINS(y.backward(),
+                        "MulBackward: a float64 tensor of shape [2] on cpu saved for backward was "
+                        "modified by an in-place operation (it is at version 1, expected version 0)");
+}
+
+TEST(Backward, InPlaceOnALeafThatRequiresGradIsRefused) {
+  const Tensor x = leaf({1, 2});
+  EXPECT_ERROR_CONTAINS(add_(x, 1.0),
+                        "add_: a leaf float64 tensor of shape [2] on cpu that requires grad cannot be "
+                        "modified in place while grad mode is on");
+  autograd::NoGradGuard no_grad;
+  add_(x, 1.0);  // an optimizer-style update
+  EXPECT_EQ(values(x), (std::vector<double>{2, 3}));
+}
+
+TEST(Backward, RecordedInPlaceOpsDifferentiate) {
+  const Tensor x = leaf({1, 2});
+  const Tensor w = leaf({3, 4});
+  Tensor y = x * 2.0;  // a non-leaf
+  y *= w;              // y = 2 x w
+  y += x;              // y = 2 x w + x
+  EXPECT_FALSE(y.is_leaf());
+  y.sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{7, 9}));
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{2, 4}));
+}
+
+TEST(Backward, InPlaceOnAViewOfATensorThatRequiresGradIsRefused) {
+  const Tensor x = leaf({1, 2, 3, 4});
+  const Tensor y = x * 1.0;
+  const Tensor row = narrow(y, 0, 0, 2);
+  EXPECT_ERROR_CONTAINS(mul_(row, 2.0), "mul_: cannot record an in-place op", "whose storage other tensors share");
+}
+
+TEST(Backward, WithInputsAccumulatesOnlyIntoThose) {
+  const Tensor x = leaf({1});
+  const Tensor w = leaf({2});
+  const Tensor h = x * w;
+  (h * h).sum().backward(Tensor(), std::nullopt, false, {w, h});
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_DOUBLE_EQ(w.grad().item<double>(), 2 * 2 * 1);  // d(xw)^2/dw = 2 x^2 w
+  EXPECT_DOUBLE_EQ(h.grad().item<double>(), 2 * 2);      // non-leaf inputs get a grad too
+}
+
+TEST(Grad, ReturnsGradientsWithoutTouchingGrad) {
+  const Tensor x = leaf({1, 2});
+  const Tensor y = sum(pow(x, 3.0));
+  const TensorList dx = autograd::grad({y}, {x});
+  EXPECT_EQ(values(dx[0]), (std::vector<double>{3, 12}));
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Grad, UnusedInputIsAnErrorUnlessAllowed) {
+  const Tensor x = leaf({1});
+  const Tensor unused = leaf({5});
+  const Tensor y = (x * 2.0).sum();
+  EXPECT_ERROR_CONTAINS(autograd::grad({y}, {x, unused}, {}, true),
+                        "grad: input 1 (a float64 tensor of shape [1] on cpu) was not used to compute the outputs",
+                        "allow_unused=true");
+  const TensorList grads = autograd::grad({y}, {x, unused}, {}, true, false, /*allow_unused=*/true);
+  EXPECT_DOUBLE_EQ(grads[0].item<double>(), 2);
+  EXPECT_FALSE(grads[1].defined());
+}
+
+TEST(Grad, InputThatDoesNotRequireGradIsAnError) {
+  const Tensor x = leaf({1});
+  const Tensor constant = from_vector<double>({2});
+  EXPECT_ERROR_CONTAINS(autograd::grad({(x * constant).sum()}, {constant}),
+                        "grad: input 0 (a float64 tensor of shape [1] on cpu) does not require grad");
+}
+
+TEST(Grad, OfAnIntermediateTensor) {
+  const Tensor x = leaf({1, 2});
+  const Tensor h = x * 3.0;
+  const Tensor y = (h * h).sum();
+  const TensorList grads = autograd::grad({y}, {h, x});
+  EXPECT_EQ(values(grads[0]), (std::vector<double>{6, 12}));
+  EXPECT_EQ(values(grads[1]), (std::vector<double>{18, 36}));
+}
+
+TEST(GradMode, NoGradRecordsNothingAndEnableGradRestores) {
+  const Tensor x = leaf({1});
+  {
+    autograd::NoGradGuard no_grad;
+    EXPECT_FALSE((x * 2.0).requires_grad());
+    {
+      autograd::EnableGradGuard enable;
+      EXPECT_TRUE((x * 2.0).requires_grad());
+    }
+    EXPECT_FALSE(autograd::GradMode::is_enabled());
+  }
+  EXPECT_TRUE(autograd::GradMode::is_enabled());
+  EXPECT_TRUE((x * 2.0).requires_grad());
+}
+
+TEST(Tensor, RequiresGradOptionsAndErrors) {
+  const Tensor r = rand({2, 2}, requires_grad());
+  EXPECT_TRUE(r.requires_grad());
+  EXPECT_TRUE(r.is_leaf());
+  EXPECT_TRUE(zeros({2}, {.dtype = kFloat64, .requires_grad = true}).requires_grad());
+  EXPECT_ERROR_CONTAINS(zeros({2}, {.dtype = kInt64, .requires_grad = true}),
+                        "only floating-point tensors can require gradients, found a int64 tensor");
+  const Tensor y = r * 2.0;
+  EXPECT_ERROR_CONTAINS(y.requires_grad_(false), "can only change requires_grad of leaf tensors",
+                        "computed by MulBackward");
+  EXPECT_EQ(y.grad_fn()->name(), "MulBackward");
+  const Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.data_ptr(), y.data_ptr());
+}
+
+TEST(Backward, GradientsComeBackInTheLeafDtypeAndDevice) {
+  const Tensor x = leaf({1, 2});
+  (to(x, kFloat32) * 2.0).sum().backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat64);
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 2}));
+}
+
+TEST(Hooks, TensorHookCanReplaceTheGradient) {
+  const Tensor x = leaf({1, 2});
+  const Tensor h = x * 2.0;
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor& g) {
+    seen = values(g);
+    return g * 10.0;
+  });
+  h.sum().backward();
+  EXPECT_EQ(seen, (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{20, 20}));
+}
+
+TEST(Hooks, LeafHookPostAccumulateHookAndRemoval) {
+  const Tensor x = leaf({1});
+  int leaf_calls = 0, post_calls = 0;
+  const int64_t leaf_hook = x.register_hook([&](const Tensor& g) {
+    ++leaf_calls;
+    return g * 0.5;
+  });
+  x.register_post_accumulate_grad_hook([&](const Tensor& variable) {
+    ++post_calls;
+    EXPECT_DOUBLE_EQ(variable.grad().item<double>(), 1.5);  // already accumulated
+  });
+  (x * 3.0).sum().backward();
+  EXPECT_EQ(leaf_calls, 1);
+  EXPECT_EQ(post_calls, 1);
+  x.remove_hook(leaf_hook);
+  x.set_grad(Tensor());
+  x.remove_hook(x.register_post_accumulate_grad_hook([](const Tensor&) {}));
+  EXPECT_ERROR_CONTAINS(x.remove_hook(leaf_hook), "remove_hook: no hook with id");
+}
+
+TEST(Hooks, RetainGradKeepsANonLeafGradient) {
+  const Tensor x = leaf({1, 2});
+  const Tensor h = x * 3.0;
+  h.retain_grad();
+  (h * h).sum().backward();
+  EXPECT_EQ(values(h.grad()), (std::vector<double>{6, 12}));
+  EXPECT_ERROR_CONTAINS(from_vector<double>({1}).retain_grad(), "does not require grad");
+}
+
+TEST(Hooks, GradOfAHookedTensorSeesTheHook) {
+  const Tensor x = leaf({2});
+  x.register_hook([](const Tensor& g) { return g * 0.0; });
+  EXPECT_DOUBLE_EQ(autograd::grad({(x * x).sum()}, {x})[0].item<double>(), 0);
+}
+
+TEST(Graph, FreesSavedTensorsWhenOutputsGoAway) {
+  const Tensor x = leaf({1, 2});
+  std::weak_ptr<autograd::Node> node;
+  {
+    const Tensor y = exp(x);  // saves its own output: no cycle may keep it alive
+    node = y.grad_fn();
+    EXPECT_FALSE(node.expired());
+  }
+  EXPECT_TRUE(node.expired());
+}
+
+}  // namespace
+}  // namespace distgrad

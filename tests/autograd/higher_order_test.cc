@@ -1,0 +1,106 @@
+// Higher-order gradients: grad of grad (of grad), backward with create_graph, and the
+// second-order MAML gradient of a small MLP against finite differences of the whole inner loop.
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+#include "tests/core/test_util.h"
+
+namespace distgrad {
+namespace {
+
+using autograd::TensorList;
+using testing::values;
+
+TEST(HigherOrder, DerivativesOfACubeUpToThirdOrder) {
+  const Tensor x = from_vector<double>({2, -1});
+  x.requires_grad_();
+  const Tensor y = sum(pow(x, 3.0));
+  const Tensor first = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  EXPECT_EQ(values(first), (std::vector<double>{12, 3}));  // 3x^2
+  const Tensor second = autograd::grad({sum(first)}, {x}, {}, std::nullopt, true)[0];
+  EXPECT_EQ(values(second), (std::vector<double>{12, -6}));  // 6x
+  const Tensor third = autograd::grad({sum(second)}, {x})[0];
+  EXPECT_EQ(values(third), (std::vector<double>{6, 6}));
+}
+
+TEST(HigherOrder, ThirdDerivativeOfTanhMatchesTheClosedForm) {
+  const double v = 0.7;
+  const Tensor x = from_vector<double>({v});
+  x.requires_grad_();
+  Tensor d = tanh(x);
+  for (int order = 0; order < 3; ++order) d = autograd::grad({d}, {x}, {}, std::nullopt, true)[0];
+  const double t = std::tanh(v);
+  // d^3/dx^3 tanh = -2 (1 - t^2)(1 - 3 t^2)
+  EXPECT_NEAR(d.item<double>(), -2 * (1 - t * t) * (1 - 3 * t * t), 1e-12);
+}
+
+TEST(HigherOrder, BackwardWithCreateGraphGivesADifferentiableGrad) {
+  const Tensor x = from_vector<double>({1.5});
+  x.requires_grad_();
+  sum(mul(sin(x), x)).backward(Tensor(), std::nullopt, /*create_graph=*/true);
+  const Tensor g = x.grad();  // sin(x) + x cos(x), recorded
+  ASSERT_TRUE(g.requires_grad());
+  const Tensor gg = autograd::grad({g.sum()}, {x})[0];
+  EXPECT_NEAR(gg.item<double>(), 2 * std::cos(1.5) - 1.5 * std::sin(1.5), 1e-12);
+}
+
+TEST(HigherOrder, ThirdOrderGradcheckThroughAConvolution) {
+  // gradgradcheck of the function returning a first derivative checks the third order.
+  manual_seed(3);
+  const Tensor input = randn({1, 1, 4, 4}, {.dtype = kFloat64});
+  const Tensor weight = randn({1, 1, 2, 2}, {.dtype = kFloat64});
+  weight.requires_grad_();
+  const auto first_derivative = [input](const TensorList& w) {
+    const Tensor loss = sum(pow(tanh(conv2d(input, w[0])), 2.0));
+    return autograd::grad({loss}, {w[0]}, {}, true, /*create_graph=*/true);
+  };
+  EXPECT_TRUE(autograd::gradgradcheck(first_derivative, {weight}));
+}
+
+// A 1-8-1 tanh MLP as a list of parameters [w1, b1, w2, b2].
+Tensor mlp(const TensorList& p, const Tensor& x) { return addmm(p[3], tanh(addmm(p[1], x, p[0])), p[2]); }
+
+Tensor mse(const Tensor& prediction, const Tensor& target) { return mean(pow(prediction - target, 2.0)); }
+
+// MAML's outer loss: `steps` SGD steps on the support set, each differentiated with
+// create_graph, then the loss of the adapted parameters on the query set.
+Tensor maml_outer_loss(const TensorList& params, const Tensor& xs, const Tensor& ys, const Tensor& xq, const Tensor& yq,
+                       int steps, double lr) {
+  TensorList fast = params;
+  for (int step = 0; step < steps; ++step) {
+    const TensorList grads = autograd::grad({mse(mlp(fast, xs), ys)}, fast, {}, std::nullopt, /*create_graph=*/true);
+    for (size_t i = 0; i < fast.size(); ++i) fast[i] = fast[i] - grads[i] * lr;
+  }
+  return mse(mlp(fast, xq), yq);
+}
+
+TEST(HigherOrder, SecondOrderMamlGradientMatchesFiniteDifferencesOfTheInnerLoop) {
+  manual_seed(11);
+  const auto f64 = TensorOptions{.dtype = kFloat64};
+  TensorList params = {ops::mul(randn({1, 8}, f64), 0.8), ops::mul(randn({8}, f64), 0.1),
+                       ops::mul(randn({8, 1}, f64), 0.5), zeros({1}, f64)};
+  for (const Tensor& p : params) p.requires_grad_();
+  const Tensor xs = ops::sub(ops::mul(rand({5, 1}, f64), 10.0), 5.0);
+  const Tensor xq = ops::sub(ops::mul(rand({5, 1}, f64), 10.0), 5.0);
+  const Tensor ys = ops::mul(ops::sin(ops::add(xs, 0.5)), 2.0);
+  const Tensor yq = ops::mul(ops::sin(ops::add(xq, 0.5)), 2.0);
+  const auto outer = [&](const TensorList& p) { return TensorList{maml_outer_loss(p, xs, ys, xq, yq, 3, 0.05)}; };
+  EXPECT_TRUE(autograd::gradcheck(outer, params, {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5}));
+
+  // The second-order terms matter: the first-order approximation (inner gradients detached)
+  // gives a different meta-gradient for the same loss.
+  const TensorList exact = autograd::grad(outer(params), params);
+  TensorList fast = params;
+  for (int step = 0; step < 3; ++step) {
+    const TensorList grads = autograd::grad({mse(mlp(fast, xs), ys)}, fast);
+    for (size_t i = 0; i < fast.size(); ++i) fast[i] = fast[i] - grads[i].detach() * 0.05;
+  }
+  const TensorList first_order = autograd::grad({mse(mlp(fast, xq), yq)}, params);
+  EXPECT_FALSE(ops::allclose(exact[0], first_order[0], 1e-3, 1e-6));
+}
+
+}  // namespace
+}  // namespace distgrad
