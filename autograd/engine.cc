@@ -1,9 +1,10 @@
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <queue>
-#include <unordered_map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -14,7 +15,8 @@ namespace {
 // The node every graph task starts from: it hands the root gradients to the roots.
 class GraphRoot final : public Node {
  public:
-  GraphRoot(std::vector<Edge> roots, TensorList grads) : Node(std::move(roots)), grads_(std::move(grads)) {}
+  GraphRoot(const std::vector<Edge>& roots, TensorList grads)
+      : Node(EdgeList(roots.begin(), roots.end())), grads_(std::move(grads)) {}
   TensorList apply(TensorList&&) override { return std::move(grads_); }
   std::string name() const override { return "GraphRoot"; }
 
@@ -49,64 +51,71 @@ class GraphTask {
       for (size_t i = 0; i < outputs.size(); ++i) {
         const Edge& edge = node->next_edge(i);
         if (!edge.is_valid()) continue;
-        Node* next = edge.function.get();
-        if (outputs[i].defined()) add_to_buffer(*node, i, next, edge.input_nr, std::move(outputs[i]));
-        if (--dependencies_[next] == 0 && is_needed(next)) ready.push(next);
+        NodeState& next = nodes_.at(edge.function.get());
+        if (outputs[i].defined()) add_to_buffer(*node, i, *edge.function, edge.input_nr, next, std::move(outputs[i]));
+        if (--next.dependencies == 0 && next.needed) ready.push(edge.function.get());
       }
     }
     return std::move(captured_);
   }
 
  private:
+  // What the task knows of one reachable node.
+  struct NodeState {
+    int dependencies = 0;    // edges into the node from nodes that have not run yet
+    bool needed = true;      // with captures: a capture is at the node or below it
+    bool must_apply = true;  // with captures: a capture is strictly below it
+    bool visited = false;    // seen by mark_needed
+    TensorList buffer;       // gradients summed per input slot
+  };
+
   void count_dependencies(Node* root) {
     std::vector<Node*> stack{root};
-    std::unordered_map<Node*, bool> seen{{root, true}};
+    nodes_[root];
     while (!stack.empty()) {
       Node* node = stack.back();
       stack.pop_back();
       for (const Edge& edge : node->next_edges()) {
         if (!edge.is_valid()) continue;
-        Node* next = edge.function.get();
-        ++dependencies_[next];
-        if (seen.emplace(next, true).second) stack.push_back(next);
+        auto [state, first_visit] = nodes_.try_emplace(edge.function.get());
+        ++state->second.dependencies;
+        if (first_visit) stack.push_back(edge.function.get());
       }
     }
   }
 
-  // With captures, a node is needed when a capture is at it or below it (post-order walk).
+  // With captures, only nodes at or above a capture run: a post-order walk marks them.
   void mark_needed(Node* root) {
+    for (auto& [node, state] : nodes_) state.needed = false;
     std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
-    needed_[root] = false;
+    nodes_.at(root).visited = true;
     while (!stack.empty()) {
       auto& [node, next_child] = stack.back();
       if (next_child < node->num_outputs()) {
         const Edge& edge = node->next_edge(next_child++);
-        if (edge.is_valid() && needed_.emplace(edge.function.get(), false).second) {
+        if (!edge.is_valid()) continue;
+        NodeState& child = nodes_.at(edge.function.get());
+        if (!child.visited) {
+          child.visited = true;
           stack.emplace_back(edge.function.get(), 0);
         }
         continue;
       }
-      bool needed = captures_.count(node) > 0;
-      for (const Edge& edge : node->next_edges()) needed = needed || (edge.is_valid() && needed_[edge.function.get()]);
-      needed_[node] = needed;
+      NodeState& state = nodes_.at(node);
+      bool below = false;
+      for (const Edge& edge : node->next_edges()) {
+        below = below || (edge.is_valid() && nodes_.at(edge.function.get()).needed);
+      }
+      state.must_apply = below;
+      state.needed = below || captures_.contains(node);
       stack.pop_back();
     }
   }
 
-  bool is_needed(Node* node) const { return captures_.empty() || needed_.at(node); }
-
-  // True when `node` must apply: without captures always; with captures when a capture lies
-  // strictly below it (a node whose own slot is captured only hands the gradient over).
-  bool must_apply(Node* node) const {
-    if (captures_.empty()) return true;
-    for (const Edge& edge : node->next_edges()) {
-      if (edge.is_valid() && needed_.at(edge.function.get())) return true;
-    }
-    return false;
-  }
-
   TensorList run_node(Node& node) {
-    TensorList inputs = take_buffer(node);
+    NodeState& state = nodes_.at(&node);
+    TensorList inputs = std::move(state.buffer);
+    inputs.resize(node.num_inputs());
     if (node.has_gradient_hooks()) {
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].defined()) inputs[i] = node.run_gradient_hooks(static_cast<uint32_t>(i), std::move(inputs[i]));
@@ -115,7 +124,7 @@ class GraphTask {
     if (auto capture = captures_.find(&node); capture != captures_.end()) {
       for (const auto& [input_nr, index] : capture->second) captured_[index] = inputs.at(input_nr);
     }
-    if (!must_apply(&node)) return TensorList(node.num_outputs());
+    if (!state.must_apply) return TensorList(node.num_outputs());
     const bool any_defined = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined(); });
     if (!any_defined && node.num_inputs() > 0) return TensorList(node.num_outputs());
     TensorList outputs;
@@ -130,18 +139,11 @@ class GraphTask {
     return outputs;
   }
 
-  TensorList take_buffer(const Node& node) {
-    auto buffer = buffers_.find(&node);
-    if (buffer == buffers_.end()) return TensorList(node.num_inputs());
-    TensorList inputs = std::move(buffer->second);
-    buffers_.erase(buffer);
-    return inputs;
-  }
-
   // Adds output `index` of `producer`, the gradient for input slot `input_nr` of `next`, to
   // that slot's buffer, after checking it against the slot's metadata.
-  void add_to_buffer(const Node& producer, size_t index, Node* next, uint32_t input_nr, Tensor grad) {
-    const InputMetadata& expected = next->input_metadata(input_nr);
+  void add_to_buffer(const Node& producer, size_t index, const Node& next, uint32_t input_nr, NodeState& state,
+                     Tensor grad) {
+    const InputMetadata& expected = next.input_metadata(input_nr);
     DISTGRAD_CHECK(grad.sizes() == expected.sizes && grad.device() == expected.device, producer.name(),
                    " returned an invalid gradient at index ", index, ": expected a ", expected.describe(), ", found a ",
                    grad.describe());
@@ -149,9 +151,8 @@ class GraphTask {
       GradModeGuard grad_mode(options_.create_graph);
       grad = to(grad, expected.dtype);
     }
-    TensorList& buffer = buffers_[next];
-    if (buffer.empty()) buffer.resize(next->num_inputs());
-    Tensor& slot = buffer[input_nr];
+    if (state.buffer.empty()) state.buffer.resize(next.num_inputs());
+    Tensor& slot = state.buffer[input_nr];
     if (!slot.defined()) {
       slot = std::move(grad);
     } else {
@@ -161,10 +162,8 @@ class GraphTask {
   }
 
   ExecuteOptions options_;
-  std::unordered_map<Node*, int> dependencies_;
-  std::unordered_map<const Node*, TensorList> buffers_;
-  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures_;  // input slot -> capture index
-  std::unordered_map<Node*, bool> needed_;
+  absl::flat_hash_map<Node*, NodeState> nodes_;                                    // every node reachable from the root
+  absl::flat_hash_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures_;  // input slot -> capture index
   TensorList captured_;
 };
 

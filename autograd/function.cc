@@ -5,15 +5,12 @@
 
 namespace distgrad::autograd {
 
-FunctionNode::FunctionNode(const char* name, std::vector<Edge> next_edges, BackwardFunction backward)
-    : Node(std::move(next_edges)), name_(name), backward_(std::move(backward)) {}
-
-TensorList FunctionNode::apply(TensorList&& grads) {
+TensorList FunctionNode::unpack_saved() {
   TensorList saved;
   saved.reserve(saved_.size());
   const std::shared_ptr<Node> self = shared_from_this();
   for (const SavedVariable& variable : saved_) saved.push_back(variable.unpack(self));
-  return backward_(BackwardContext{grads, saved, *this});
+  return saved;
 }
 
 void FunctionNode::release_variables() {
@@ -26,12 +23,15 @@ bool should_record(std::initializer_list<const Tensor*> inputs) {
 
 bool should_record(const std::vector<Tensor>& inputs) { return GradMode::is_enabled() && any_requires_grad(inputs); }
 
-std::shared_ptr<FunctionNode> make_function_node(const char* name, const std::vector<const Tensor*>& inputs,
-                                                 const std::vector<Tensor*>& outputs, BackwardFunction backward) {
-  std::vector<Edge> edges;
+EdgeList gradient_edges(std::span<const Tensor* const> inputs) {
+  EdgeList edges;
   edges.reserve(inputs.size());
   for (const Tensor* input : inputs) edges.push_back(input->defined() ? gradient_edge(*input) : Edge{});
-  auto node = std::make_shared<FunctionNode>(name, std::move(edges), std::move(backward));
+  return edges;
+}
+
+void set_outputs_history(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
+                         std::span<Tensor* const> outputs) {
   for (Tensor* output : outputs) {
     if (!output->defined()) continue;
     for (const Tensor* input : inputs) {
@@ -42,7 +42,6 @@ std::shared_ptr<FunctionNode> make_function_node(const char* name, const std::ve
     }
     set_history(*output, node);
   }
-  return node;
 }
 
 void mark_views(std::initializer_list<const Tensor*> outputs) {

@@ -29,8 +29,10 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "autograd/node.h"
 #include "autograd/saved_variable.h"
 
@@ -50,14 +52,12 @@ struct BackwardContext {
   }
 };
 
-// Returns one gradient per forward input (undefined where not needed or zero).
-using BackwardFunction = std::function<TensorList(const BackwardContext&)>;
-
-class FunctionNode final : public Node {
+// The part of a recorded op's node that does not depend on its formula: name, edges and
+// saved tensors. record() makes a FormulaNode<F>, which adds the formula F.
+class FunctionNode : public Node {
  public:
-  FunctionNode(const char* name, std::vector<Edge> next_edges, BackwardFunction backward);
+  FunctionNode(const char* name, EdgeList next_edges) : Node(std::move(next_edges)), name_(name) {}
 
-  TensorList apply(TensorList&& grads) override;
   std::string name() const override { return name_; }
   void release_variables() override;
 
@@ -66,42 +66,70 @@ class FunctionNode final : public Node {
   // Saves an output of this node, after record() set its history (Note [Saved outputs]).
   void save_output(const Tensor& output) { saved_.emplace_back(output, true); }
 
+ protected:
+  // The saved tensors, checked against in-place changes and a released graph.
+  TensorList unpack_saved();
+
  private:
   const char* name_;
-  std::vector<SavedVariable> saved_;
-  BackwardFunction backward_;
+  absl::InlinedVector<SavedVariable, 2> saved_;
+};
+
+// A FunctionNode whose backward formula is F, a callable from BackwardContext to one gradient
+// per forward input (undefined where not needed or zero). The formula lives inside the node:
+// recording an op costs one allocation for both.
+template <typename F>
+class FormulaNode final : public FunctionNode {
+ public:
+  FormulaNode(const char* name, EdgeList next_edges, F formula)
+      : FunctionNode(name, std::move(next_edges)), formula_(std::move(formula)) {}
+
+  TensorList apply(TensorList&& grads) override {
+    const TensorList saved = unpack_saved();
+    return formula_(BackwardContext{grads, saved, *this});
+  }
+
+ private:
+  F formula_;
 };
 
 // True when an op of `inputs` must be recorded: grad mode is on and one of them requires grad.
 bool should_record(std::initializer_list<const Tensor*> inputs);
 bool should_record(const std::vector<Tensor>& inputs);
 
-// Makes the FunctionNode of an op whose inputs should be recorded: its next edges are the
-// inputs' gradient edges, and every defined output gets it as history. An output that is the
-// very same tensor as an input (a kernel returning its argument unchanged) is first replaced
-// by an alias of it.
-std::shared_ptr<FunctionNode> make_function_node(const char* name, const std::vector<const Tensor*>& inputs,
-                                                 const std::vector<Tensor*>& outputs, BackwardFunction backward);
+// The gradient edges of an op's inputs (invalid for undefined inputs).
+EdgeList gradient_edges(std::span<const Tensor* const> inputs);
+// Makes `node` the history of every defined output. An output that is the very same tensor as
+// an input (a kernel returning its argument unchanged) is first replaced by an alias of it.
+void set_outputs_history(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
+                         std::span<Tensor* const> outputs);
 
-// When should_record(inputs), records the op (make_function_node) and returns its node; else
-// returns null and changes nothing. The formula becomes a std::function only when recorded.
-template <typename Backward>
+// When should_record(inputs), records the op: a node with `formula` whose next edges are the
+// inputs' gradient edges, as the history of `outputs`. Returns it (to save tensors on), or
+// null, changing nothing, when the op is not recorded.
+template <typename F>
 std::shared_ptr<FunctionNode> record(const char* name, std::initializer_list<const Tensor*> inputs,
-                                     std::initializer_list<Tensor*> outputs, Backward&& backward) {
+                                     std::initializer_list<Tensor*> outputs, F&& formula) {
   if (!should_record(inputs)) return nullptr;
-  return make_function_node(name, std::vector<const Tensor*>(inputs), std::vector<Tensor*>(outputs),
-                            BackwardFunction(std::forward<Backward>(backward)));
+  const std::span<const Tensor* const> input_span(inputs.begin(), inputs.size());
+  auto node =
+      std::make_shared<FormulaNode<std::decay_t<F>>>(name, gradient_edges(input_span), std::forward<F>(formula));
+  set_outputs_history(node, input_span, std::span<Tensor* const>(outputs.begin(), outputs.size()));
+  return node;
 }
 
 // The same for ops of a list of tensors (cat, stack, ...) or with a list of outputs (split, ...).
-template <typename Backward>
+template <typename F>
 std::shared_ptr<FunctionNode> record(const char* name, const std::vector<Tensor>& inputs,
-                                     const std::vector<Tensor*>& outputs, Backward&& backward) {
+                                     const std::vector<Tensor*>& outputs, F&& formula) {
   if (!should_record(inputs)) return nullptr;
   std::vector<const Tensor*> input_pointers;
   input_pointers.reserve(inputs.size());
   for (const Tensor& input : inputs) input_pointers.push_back(&input);
-  return make_function_node(name, input_pointers, outputs, BackwardFunction(std::forward<Backward>(backward)));
+  auto node =
+      std::make_shared<FormulaNode<std::decay_t<F>>>(name, gradient_edges(input_pointers), std::forward<F>(formula));
+  set_outputs_history(node, input_pointers, outputs);
+  return node;
 }
 
 // Marks outputs of a view op as views of a tensor that requires grad (in-place ops on them are refused).

@@ -18,7 +18,7 @@ std::string InputMetadata::describe() const {
 
 int64_t next_hook_id() { return next_hook.fetch_add(1, std::memory_order_relaxed); }
 
-Node::Node(std::vector<Edge> next_edges)
+Node::Node(EdgeList next_edges)
     : next_edges_(std::move(next_edges)), sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
 uint32_t Node::add_input_metadata(const Tensor& output) {

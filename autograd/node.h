@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "core/tensor.h"
 
 namespace distgrad::autograd {
@@ -34,6 +35,9 @@ struct Edge {
 
   bool is_valid() const { return function != nullptr; }
 };
+
+// A node's next edges; most ops have one or two inputs, kept inline.
+using EdgeList = absl::InlinedVector<Edge, 2>;
 
 // What a gradient arriving at one input slot must look like: the forward output's shape,
 // dtype and device.
@@ -50,7 +54,7 @@ using GradientHook = std::function<Tensor(const Tensor&)>;
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  explicit Node(std::vector<Edge> next_edges = {});
+  explicit Node(EdgeList next_edges = {});
   virtual ~Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -63,7 +67,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees what the node saved for backward; called after it ran unless the graph is retained.
   virtual void release_variables() {}
 
-  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  const EdgeList& next_edges() const { return next_edges_; }
   const Edge& next_edge(size_t i) const { return next_edges_[i]; }
   size_t num_outputs() const { return next_edges_.size(); }
   // True when the gradient of the op's input `i` is wanted.
@@ -89,7 +93,7 @@ class Node : public std::enable_shared_from_this<Node> {
   bool has_gradient_hooks() const { return !gradient_hooks_.empty(); }
 
  protected:
-  std::vector<Edge> next_edges_;
+  EdgeList next_edges_;
 
  private:
   struct HookEntry {
@@ -99,7 +103,7 @@ class Node : public std::enable_shared_from_this<Node> {
   };
 
   uint64_t sequence_nr_;
-  std::vector<InputMetadata> input_metadata_;
+  absl::InlinedVector<InputMetadata, 1> input_metadata_;
   std::vector<HookEntry> gradient_hooks_;
 };
 

@@ -55,12 +55,12 @@ Tensor::Tensor(Storage storage, Shape sizes, Shape strides, int64_t offset, DTyp
   impl_->dtype = dtype;
 }
 
-int64_t Tensor::size(int64_t dim) const {
+int64_t Tensor::checked_size(int64_t dim) const {
   DISTGRAD_CHECK(this->dim() > 0, "size: dimension ", dim, " was requested but the tensor has no dimensions");
   return impl_->sizes[wrap_dim(dim, this->dim(), "size")];
 }
 
-int64_t Tensor::stride(int64_t dim) const {
+int64_t Tensor::checked_stride(int64_t dim) const {
   DISTGRAD_CHECK(this->dim() > 0, "stride: dimension ", dim, " was requested but the tensor has no dimensions");
   return impl_->strides[wrap_dim(dim, this->dim(), "stride")];
 }

@@ -70,8 +70,14 @@ class Tensor {
   const Shape& sizes() const { return impl_->sizes; }
   const Shape& strides() const { return impl_->strides; }
   // Size and stride of one dimension; negative dims count from the end.
-  int64_t size(int64_t dim) const;
-  int64_t stride(int64_t dim) const;
+  int64_t size(int64_t dim) const {
+    const auto ndim = static_cast<int64_t>(impl_->sizes.size());
+    return dim >= 0 && dim < ndim ? impl_->sizes[dim] : checked_size(dim);
+  }
+  int64_t stride(int64_t dim) const {
+    const auto ndim = static_cast<int64_t>(impl_->strides.size());
+    return dim >= 0 && dim < ndim ? impl_->strides[dim] : checked_stride(dim);
+  }
   int64_t offset() const { return impl_->offset; }
   int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
   int64_t numel() const { return shape_numel(impl_->sizes); }
@@ -170,6 +176,9 @@ class Tensor {
   std::string describe() const;
 
  private:
+  // size() and stride() for negative or out-of-range dims (which throw).
+  int64_t checked_size(int64_t dim) const;
+  int64_t checked_stride(int64_t dim) const;
   void check_dtype(DType expected, const char* op) const;
   void check_one_element(const char* op) const;
   int64_t element_offset(std::initializer_list<int64_t> index) const;
