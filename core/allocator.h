@@ -1,6 +1,6 @@
 // Allocators hand out raw device memory for Storage.
 //
-// The CPU allocator returns 64-byte aligned blocks and keeps freed blocks of 1 MiB and more
+// The CPU allocator returns 64-byte aligned blocks and keeps freed blocks of 64 KiB and more
 // for reuse (Note [CPU caching allocator] in allocator.cc). The CUDA allocator (core/cuda/)
 // caches freed blocks per device (Note [CUDA caching allocator]).
 #pragma once

@@ -118,5 +118,23 @@ TEST(CpuAllocator, ReusesLargeBlocksAndReleasesThem) {
   EXPECT_EQ(cached_cpu_bytes(), 0u);
 }
 
+TEST(CpuAllocator, ReusesMediumBlocksInSizeClasses) {
+  release_cached_cpu_memory();
+  void* first_address = nullptr;
+  {
+    Tensor medium = empty({50000});  // 200000 bytes: the 256 KiB class
+    first_address = medium.data_ptr();
+  }
+  EXPECT_EQ(cached_cpu_bytes(), size_t{256} << 10);
+  Tensor same_class = empty({60000});  // 240000 bytes: the same class, the same block
+  EXPECT_EQ(same_class.data_ptr(), first_address);
+  {
+    Tensor small = empty({1000});  // below 64 KiB: not cached
+  }
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
+  same_class = Tensor();
+  release_cached_cpu_memory();
+}
+
 }  // namespace
 }  // namespace distgrad
