@@ -1,0 +1,88 @@
+#include "nn/batch_norm.h"
+
+#include "absl/strings/str_cat.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+
+namespace distgrad::nn {
+
+BatchNorm::BatchNorm(std::string kind, int64_t min_dim, int64_t max_dim, int64_t num_features, BatchNormOptions options,
+                     TensorOptions tensor_options)
+    : kind_(std::move(kind)), min_dim_(min_dim), max_dim_(max_dim), num_features_(num_features), options_(options) {
+  DISTGRAD_CHECK(num_features > 0, kind_, ": expected a positive num_features, found ", num_features);
+  DISTGRAD_CHECK(is_floating(tensor_options.dtype), kind_, ": expected a floating dtype, found ",
+                 dtype_name(tensor_options.dtype));
+  DISTGRAD_CHECK(options.eps > 0, kind_, ": expected a positive eps, found ", options.eps);
+  const TensorOptions plain{.dtype = tensor_options.dtype, .device = tensor_options.device};
+  if (options.affine) {
+    weight = ones({num_features}, plain);
+    bias = zeros({num_features}, plain);
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
+  }
+  if (options.track_running_stats) {
+    running_mean = zeros({num_features}, plain);
+    running_var = ones({num_features}, plain);
+    num_batches_tracked = scalar_tensor(0, {.dtype = kInt64, .device = tensor_options.device});
+    register_buffer("running_mean", running_mean);
+    register_buffer("running_var", running_var);
+    register_buffer("num_batches_tracked", num_batches_tracked);
+  }
+}
+
+std::string BatchNorm::name() const {
+  return absl::StrCat(kind_, "(", num_features_, ", eps=", options_.eps,
+                      ", momentum=", options_.momentum ? absl::StrCat(*options_.momentum) : "none",
+                      ", affine=", options_.affine ? "true" : "false",
+                      ", track_running_stats=", options_.track_running_stats ? "true" : "false", ")");
+}
+
+Tensor BatchNorm::forward(const Tensor& input) {
+  input.check_defined(kind_.c_str());
+  const int64_t rank = input.dim();
+  DISTGRAD_CHECK(rank >= min_dim_ && rank <= max_dim_ && input.size(1) == num_features_, name(),
+                 ": expected input of shape ",
+                 min_dim_ == 4 ? absl::StrCat("[N, ", num_features_, ", H, W]")
+                               : absl::StrCat("[N, ", num_features_, "] or [N, ", num_features_, ", L]"),
+                 ", found ", shape_str(input.sizes()));
+  // Per-channel statistics reduce every dim but 1 and broadcast back as [1, C, 1, ...].
+  Shape dims = {0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  Shape channel_shape(rank, 1);
+  channel_shape[1] = num_features_;
+
+  Tensor normalized;
+  if (is_training() || !options_.track_running_stats) {
+    const int64_t count = input.numel() / num_features_;
+    DISTGRAD_CHECK(!is_training() || count > 1, name(),
+                   ": expected more than 1 value per channel when training, found input of shape ",
+                   shape_str(input.sizes()));
+    const Tensor mean = distgrad::mean(input, dims, /*keepdim=*/true);
+    const Tensor centered = input - mean;
+    const Tensor var = distgrad::mean(centered * centered, dims, /*keepdim=*/true);  // biased
+    normalized = centered * rsqrt(var + options_.eps);
+    if (is_training() && options_.track_running_stats) update_running_stats(mean, var, count);
+  } else {
+    normalized =
+        (input - reshape(running_mean, channel_shape)) * rsqrt(reshape(running_var, channel_shape) + options_.eps);
+  }
+  if (!options_.affine) return normalized;
+  return normalized * reshape(weight, channel_shape) + reshape(bias, channel_shape);
+}
+
+void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count) {
+  autograd::NoGradGuard no_grad;
+  ops::add_(num_batches_tracked, 1.0);
+  const double factor =
+      options_.momentum ? *options_.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+  const double bessel = static_cast<double>(count) / static_cast<double>(count - 1);
+  const Tensor mean = ops::reshape(batch_mean, {num_features_});
+  const Tensor unbiased_var = ops::mul(ops::reshape(batch_var, {num_features_}), bessel);
+  ops::mul_(running_mean, 1.0 - factor);
+  ops::add_(running_mean, ops::mul(mean, factor));
+  ops::mul_(running_var, 1.0 - factor);
+  ops::add_(running_var, ops::mul(unbiased_var, factor));
+}
+
+}  // namespace distgrad::nn
