@@ -1,0 +1,50 @@
+// SGD: stochastic gradient descent with momentum, dampening, Nesterov and weight decay
+// (torch.optim.SGD, same formulas and defaults).
+//
+// For each parameter p with gradient g, at step t:
+//   g = g + weight_decay * p
+//   b = g at the first step, else momentum * b + (1 - dampening) * g     (when momentum != 0)
+//   g = g + momentum * b if nesterov, else b                              (when momentum != 0)
+//   p = p - lr * g
+// The state of each parameter is its momentum buffer b ("momentum_buffer"), when momentum != 0.
+//
+//   dg::optim::SGD sgd(net.parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+//   dg::optim::SGD plain(net.parameters(), 0.01);
+#pragma once
+
+#include <concepts>
+#include <utility>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace distgrad::optim {
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  // Requires momentum > 0 and dampening == 0.
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> parameters, const SGDOptions& options);
+  // SGD(params, 0.01): the learning rate alone (a template, so that `SGD(params, {})` means
+  // default options rather than lr = 0).
+  template <std::convertible_to<double> Lr>
+  SGD(std::vector<Tensor> parameters, Lr lr) : SGD(std::move(parameters), SGDOptions{.lr = static_cast<double>(lr)}) {}
+
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  void update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) override;
+  std::vector<std::string> state_names() const override;
+
+ private:
+  SGDOptions options_;
+};
+
+}  // namespace distgrad::optim
