@@ -3,7 +3,7 @@
 // CUDA device visible, the same workloads on cuda:0 (names starting with "Cuda"), each
 // iteration queuing kCudaOpsPerIteration ops and then waiting for them.
 //
-//   build/bench/core_ops_bench --benchmark_format=json   (bench/run_core_bench.py compares with PyTorch)
+//   build/bench/core_ops_bench --benchmark_format=json   (bench/run_bench.py compares with PyTorch)
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Runs bench/core_ops_bench and its PyTorch twin alternately and reports medians and ratios.
+"""Runs a benchmark program and its PyTorch twin alternately and reports medians and ratios.
 
-  python3 bench/run_core_bench.py --build build --rounds 3 [--peer-python ~/.venvs/distgrad-peer/bin/python]
+  python3 bench/run_bench.py NAME --build build --rounds 3 [--peer-python ~/.venvs/distgrad-peer/bin/python]
       [--filter REGEX]   (e.g. --filter Cuda on a machine with a GPU)
+
+NAME is core_ops or train_steps: the program is BUILD/bench/NAME_bench and its twin
+bench/peer/NAME_torch.py; both print the same workload names.
 
 Prints one JSON object per workload (ours, the peer's, and the ratio peer/ours where larger
 is better for us) and a Markdown table for docs/benchmarks.md.
@@ -37,28 +40,30 @@ def run_ours(binary, repetitions, name_filter):
     return rows
 
 
-def run_peer(python, repetitions, name_filter):
-    out = subprocess.run([python, os.path.join(HERE, "peer", "core_ops_torch.py"), str(repetitions), name_filter],
+def run_peer(python, script, repetitions, name_filter):
+    out = subprocess.run([python, script, str(repetitions), name_filter],
                          check=True, capture_output=True, text=True)
     return {row["name"]: row for row in map(json.loads, out.stdout.splitlines())}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", choices=["core_ops", "train_steps"])
     parser.add_argument("--build", default="build")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"))
     parser.add_argument("--filter", default=".", help="regex on workload names, e.g. Cuda")
     args = parser.parse_args()
-    binary = os.path.join(args.build, "bench", "core_ops_bench")
+    binary = os.path.join(args.build, "bench", f"{args.name}_bench")
+    peer_script = os.path.join(HERE, "peer", f"{args.name}_torch.py")
 
     ours, peer = {}, {}
     for _ in range(args.rounds):  # alternate so both see the same machine state
         for name, row in run_ours(binary, args.repetitions, args.filter).items():
             ours.setdefault(name, []).append(row)
         if shutil.which(args.peer_python):
-            for name, row in run_peer(args.peer_python, args.repetitions, args.filter).items():
+            for name, row in run_peer(args.peer_python, peer_script, args.repetitions, args.filter).items():
                 peer.setdefault(name, []).append(row)
 
     def median_of(rows, key):

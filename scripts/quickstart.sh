@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
-build/examples/sine_regression
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} build/examples/maml_sinusoid_local "$@"

@@ -262,8 +262,9 @@ Tensor sigmoid(const Tensor& t) {
 }
 
 Tensor relu(const Tensor& t) {
+  // The output is >= 0, so its sign is the mask of positive inputs (a constant factor).
   return unary_of_result("ReluBackward", ops::relu(t), t,
-                         [](const Tensor& g, const Tensor& r) { return mul(g, as_factor(ops::gt(r, 0.0), g)); });
+                         [](const Tensor& g, const Tensor& r) { return mul(g, ops::sign(r)); });
 }
 
 Tensor gelu(const Tensor& t) {

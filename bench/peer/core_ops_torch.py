@@ -3,7 +3,7 @@
   python core_ops_torch.py [REPETITIONS] [NAME_REGEX]
 
 Each line: {"name": ..., "seconds_per_iter": median, "bytes_per_second" | "GFLOPS": ...}.
-Run with the peer's interpreter (scripts/install_peer.sh); bench/run_core_bench.py drives it.
+Run with the peer's interpreter (scripts/install_peer.sh); bench/run_bench.py drives it.
 The Cuda* workloads run when PyTorch sees a GPU.
 """
 import json
