@@ -6,6 +6,8 @@ set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)  # safetensors headers
 find_package(ZLIB REQUIRED)                    # gzip-compressed datasets
+find_package(Protobuf REQUIRED)                # module mode: Debian ships no protobuf-config.cmake
+find_package(gRPC CONFIG REQUIRED)             # needs protobuf-compiler-grpc for grpc_cpp_plugin
 
 if(DISTGRAD_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

@@ -1,0 +1,538 @@
+#include "rpc/agent.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/client_unary_call.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/copy.h"
+#include "proto/distgrad.grpc.pb.h"
+#include "rpc/executor.h"
+#include "rpc/frame.h"
+
+namespace distgrad::rpc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kCallMethod[] = "/distgrad.rpc.wire.Worker/Call";
+constexpr char kTokenKey[] = "distgrad-token";
+constexpr char kPingFunction[] = "__distgrad.ping";
+constexpr size_t kMaxStatusMessage = 4096;  // status messages travel in HTTP/2 trailers
+
+// Answers liveness checks (graceful shutdown asks whether missing workers are still alive).
+bool ping() { return true; }
+DISTGRAD_REMOTE_NAMED(ping, kPingFunction);
+
+std::string getenv_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+}
+
+// The local address this machine uses to reach `host` (the interface peers can reach us on).
+std::string local_address_towards(const std::string& host, int port) {
+  if (is_loopback(host)) return "127.0.0.1";
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  DISTGRAD_CHECK(fd >= 0, "init_rpc: cannot open a socket to find the local address");
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(port));
+  std::string address = "127.0.0.1";
+  if (inet_pton(AF_INET, host.c_str(), &target.sin_addr) == 1 &&
+      connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0) {
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    char buffer[INET_ADDRSTRLEN];
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, buffer, sizeof buffer) != nullptr) {
+      address = buffer;
+    }
+  }
+  close(fd);
+  return address;
+}
+
+std::string read_file(const std::string& path, const char* variable) {
+  std::ifstream in(path);
+  DISTGRAD_CHECK(in.good(), "init_rpc: cannot read ", variable, "=", path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// TLS from DISTGRAD_TLS_CERT / DISTGRAD_TLS_KEY / DISTGRAD_TLS_CA, or plain TCP.
+struct Credentials {
+  std::shared_ptr<grpc::ServerCredentials> server;
+  std::shared_ptr<grpc::ChannelCredentials> channel;
+  bool tls = false;
+};
+
+Credentials make_credentials() {
+  const std::string cert = getenv_or("DISTGRAD_TLS_CERT", ""), key = getenv_or("DISTGRAD_TLS_KEY", "");
+  if (cert.empty() && key.empty()) {
+    return {grpc::InsecureServerCredentials(), grpc::InsecureChannelCredentials(), false};
+  }
+  DISTGRAD_CHECK(!cert.empty() && !key.empty(), "init_rpc: TLS needs both DISTGRAD_TLS_CERT and DISTGRAD_TLS_KEY");
+  const std::string ca = getenv_or("DISTGRAD_TLS_CA", "");
+  grpc::SslServerCredentialsOptions server_options;
+  server_options.pem_key_cert_pairs.push_back(
+      {read_file(key, "DISTGRAD_TLS_KEY"), read_file(cert, "DISTGRAD_TLS_CERT")});
+  grpc::SslCredentialsOptions channel_options;
+  channel_options.pem_root_certs = ca.empty() ? read_file(cert, "DISTGRAD_TLS_CERT") : read_file(ca, "DISTGRAD_TLS_CA");
+  return {grpc::SslServerCredentials(server_options), grpc::SslCredentials(channel_options), true};
+}
+
+bool tokens_equal(std::string_view a, std::string_view b) {
+  unsigned char difference = a.size() == b.size() ? 0 : 1;
+  const size_t size = std::max(a.size(), b.size());
+  for (size_t i = 0; i < size; ++i) {
+    difference |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  }
+  return difference == 0;
+}
+
+StatusCode to_status_code(grpc::StatusCode code) { return static_cast<StatusCode>(static_cast<int>(code)); }
+
+grpc::Status to_grpc_status(StatusCode code, std::string message) {
+  if (message.size() > kMaxStatusMessage) message = message.substr(0, kMaxStatusMessage) + " [truncated]";
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(code)), message);
+}
+
+std::string seconds(std::chrono::milliseconds duration) {
+  std::ostringstream out;
+  out << static_cast<double>(duration.count()) / 1000 << " s";
+  return out.str();
+}
+
+// "1, 3, 7"
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string result;
+  for (int rank : ranks) result += (result.empty() ? "" : ", ") + std::to_string(rank);
+  return result;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct Agent::Impl {
+  class WorkerService;
+
+  // What a worker needs to call a peer.
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::GenericStub> stub;
+    std::unique_ptr<grpc::internal::RpcMethod> method;  // registered on the channel, for blocking calls
+  };
+
+  // One asynchronous call from its start to its completion callback.
+  struct AsyncCall {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request, response;
+    Promise<Encoded> promise;
+    int to = 0;
+    std::string function;
+  };
+
+  Impl(Agent& agent, RpcOptions options)
+      : agent(agent), options(std::move(options)), world(world_info()), token(getenv_or("DISTGRAD_TOKEN", "")) {}
+
+  Agent& agent;
+  const RpcOptions options;
+  const WorldInfo world;
+  const std::string token;
+  Credentials credentials;
+  std::string key_prefix;  // per job and restart, so restarts never see stale keys
+  std::vector<std::string> names;
+  std::unique_ptr<StoreServer> store_server;  // rank 0, unless the launcher hosts it
+  std::unique_ptr<StoreClient> store_client;
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<WorkerService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::vector<std::string> peer_addresses;
+  std::mutex peers_mutex;  // guards peers
+  std::vector<std::unique_ptr<Peer>> peers;
+  CallHooks hooks;
+  std::atomic<int64_t> outgoing_in_flight{0};
+  int barrier_generation = 0;
+  bool stopped = false;
+
+  std::string key(const std::string& name) const { return key_prefix + name; }
+
+  std::vector<std::string> rank_keys(const std::string& name) const {
+    std::vector<std::string> keys;
+    for (int rank = 0; rank < world.world_size; ++rank) keys.push_back(key(name + "/" + std::to_string(rank)));
+    return keys;
+  }
+
+  // The ranks whose key among rank_keys(name) is in `missing`.
+  std::vector<int> missing_ranks(const std::string& name, const std::vector<std::string>& missing) const {
+    std::vector<int> ranks;
+    const std::vector<std::string> keys = rank_keys(name);
+    for (int rank = 0; rank < world.world_size; ++rank) {
+      if (std::find(missing.begin(), missing.end(), keys[rank]) != missing.end()) ranks.push_back(rank);
+    }
+    return ranks;
+  }
+
+  void start();
+  void check_security() const;
+  void start_server();
+  Peer& peer(int rank);
+  void prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;
+  grpc::ByteBuffer encode_request(int to, OutgoingCall& call);
+  Encoded decode_reply(int from, const grpc::ByteBuffer& response);
+  RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
+  grpc::Status serve(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
+                     grpc::ByteBuffer* response);
+  std::vector<WireTensor> to_wire(const std::vector<Tensor>& tensors,
+                                  const std::vector<std::pair<Device, Device>>& map);
+  void wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what);
+  void stop();
+};
+
+// The Worker service: hands each request to the executor and never blocks gRPC's threads.
+class Agent::Impl::WorkerService final : public wire::Worker::WithRawCallbackMethod_Call<wire::Worker::Service> {
+ public:
+  explicit WorkerService(Impl& impl) : impl_(impl) {}
+
+  grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    impl_.executor->submit(
+        [this, context, request, response, reactor] { reactor->Finish(impl_.serve(*context, *request, response)); });
+    return reactor;
+  }
+
+ private:
+  Impl& impl_;
+};
+
+void Agent::Impl::check_security() const {
+  const bool insecure = getenv_or("DISTGRAD_INSECURE", "0") == "1";
+  DISTGRAD_CHECK(!token.empty() || is_loopback(world.master_addr) || insecure,
+                 "init_rpc: MASTER_ADDR=", world.master_addr,
+                 " is not a loopback address and no job token is set; set DISTGRAD_TOKEN to the ",
+                 "same secret on every worker (distgrad-run does), or DISTGRAD_INSECURE=1 on a trusted network");
+}
+
+void Agent::Impl::start_server() {
+  const bool loopback_only = token.empty() && getenv_or("DISTGRAD_INSECURE", "0") != "1";
+  const std::string bind_host = loopback_only || is_loopback(world.master_addr) ? "127.0.0.1" : "0.0.0.0";
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(bind_host + ":0", credentials.server, &port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  service = std::make_unique<WorkerService>(*this);
+  builder.RegisterService(service.get());
+  server = builder.BuildAndStart();
+  DISTGRAD_CHECK(server != nullptr && port > 0, "init_rpc: ", names[world.rank], " could not start its server on ",
+                 bind_host);
+  const std::string host = getenv_or("DISTGRAD_HOST", local_address_towards(world.master_addr, world.master_port));
+  store_client->set(key("address/" + std::to_string(world.rank)), host + ":" + std::to_string(port));
+}
+
+void Agent::Impl::start() {
+  for (const std::string& name : FunctionRegistry::instance().duplicate_names()) {
+    DISTGRAD_FAIL("init_rpc: the function name '", name, "' is registered twice (DISTGRAD_REMOTE); use ",
+                  "DISTGRAD_REMOTE_NAMED to give one of them another name");
+  }
+  check_security();
+  credentials = make_credentials();
+  for (int rank = 0; rank < world.world_size; ++rank) names.push_back(rpc::worker_name(rank, world.world_size));
+  key_prefix = "rpc/" + getenv_or("DISTGRAD_RUN_ID", "none") + "/" + getenv_or("DISTGRAD_RESTART_COUNT", "0") + "/";
+  const std::string store_address = world.master_addr + ":" + std::to_string(world.master_port);
+  if (world.rank == 0 && getenv_or("DISTGRAD_USE_AGENT_STORE", "0") != "1") {
+    store_server = std::make_unique<StoreServer>(world.master_addr, world.master_port, token);
+  }
+  store_client = std::make_unique<StoreClient>(store_address, token, options.init_timeout);
+  store_client->wait_until_reachable(options.init_timeout);
+  executor = std::make_unique<Executor>(options.num_worker_threads, options.max_worker_threads);
+  start_server();
+  const std::vector<std::string> keys = rank_keys("address");
+  const std::vector<std::string> missing = store_client->wait_for(keys, options.init_timeout);
+  if (!missing.empty()) {
+    DISTGRAD_FAIL("init_rpc: ", names[world.rank], " waited ", seconds(options.init_timeout),
+                  " for workers to start, and these did not: ", join_ranks(missing_ranks("address", missing)), " (of ",
+                  world.world_size, ")");
+  }
+  for (const std::string& address_key : keys) peer_addresses.push_back(store_client->get(address_key));
+  peers.resize(world.world_size);
+}
+
+Agent::Impl::Peer& Agent::Impl::peer(int rank) {
+  DISTGRAD_CHECK(rank >= 0 && rank < world.world_size, "rpc: no worker ", rank, " in a world of ", world.world_size);
+  std::lock_guard<std::mutex> lock(peers_mutex);
+  std::unique_ptr<Peer>& peer = peers[rank];
+  if (!peer) {
+    grpc::ChannelArguments arguments;
+    arguments.SetMaxReceiveMessageSize(-1);
+    arguments.SetMaxSendMessageSize(-1);
+    if (credentials.tls) arguments.SetSslTargetNameOverride("distgrad");
+    peer = std::make_unique<Peer>();
+    peer->channel = grpc::CreateCustomChannel(peer_addresses[rank], credentials.channel, arguments);
+    peer->stub = std::make_unique<grpc::GenericStub>(peer->channel);
+    peer->method =
+        std::make_unique<grpc::internal::RpcMethod>(kCallMethod, grpc::internal::RpcMethod::NORMAL_RPC, peer->channel);
+  }
+  return *peer;
+}
+
+void Agent::Impl::prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const {
+  if (!token.empty()) context.AddMetadata(kTokenKey, token);
+  if (timeout.count() > 0) context.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+std::vector<WireTensor> Agent::Impl::to_wire(const std::vector<Tensor>& tensors,
+                                             const std::vector<std::pair<Device, Device>>& map) {
+  std::vector<WireTensor> wire;
+  wire.reserve(tensors.size());
+  for (const Tensor& tensor : tensors) {
+    Device target = Device::cpu();
+    for (const auto& [from, to] : map) {
+      if (from == tensor.device()) target = to;
+    }
+    wire.push_back({ops::contiguous(ops::to(tensor, Device::cpu())), target});
+  }
+  return wire;
+}
+
+grpc::ByteBuffer Agent::Impl::encode_request(int to, OutgoingCall& call) {
+  wire::CallHeader header;
+  AutogradIds ids;
+  if (hooks.before_request) hooks.before_request(to, call.arguments.tensors, ids);
+  header.set_function(call.function);
+  header.set_num_arguments(call.num_arguments);
+  header.set_payload_bytes(call.arguments.payload.size());
+  header.set_caller_rank(world.rank);
+  header.set_autograd_context_id(ids.context_id);
+  header.set_autograd_message_id(ids.message_id);
+  static const std::vector<std::pair<Device, Device>> kNoMap;
+  auto map = options.device_maps.find(names[to]);
+  const auto& device_map = map == options.device_maps.end() ? kNoMap : map->second;
+  for (const auto& [caller, callee] : device_map) {
+    wire::DevicePair* pair = header.add_reply_devices();
+    pair->set_caller_type(static_cast<int32_t>(caller.type));
+    pair->set_caller_index(caller.index);
+    pair->set_callee_type(static_cast<int32_t>(callee.type));
+    pair->set_callee_index(callee.index);
+  }
+  const std::vector<WireTensor> tensors = to_wire(call.arguments.tensors, device_map);
+  for (const WireTensor& tensor : tensors) describe_tensor(tensor, header.add_tensors());
+  return encode_frame(header, std::move(call.arguments.payload), tensors);
+}
+
+Encoded Agent::Impl::decode_reply(int from, const grpc::ByteBuffer& response) {
+  wire::ReplyHeader header;
+  DecodedFrame frame = decode_frame(response, header);
+  if (hooks.on_reply) {
+    hooks.on_reply(from, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
+  }
+  return {std::move(frame.payload), std::move(frame.tensors)};
+}
+
+RemoteError Agent::Impl::call_error(int to, const std::string& function, const grpc::Status& status) const {
+  std::string message = status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    message = "the worker is unreachable (it may have exited): " + message;
+  } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    message = "no reply before the call's deadline: " + message;
+  }
+  return RemoteError(to_status_code(status.error_code()), names[to], function, message);
+}
+
+grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
+                                grpc::ByteBuffer* response) {
+  if (!token.empty()) {
+    const auto& metadata = context.client_metadata();
+    auto sent = metadata.find(kTokenKey);
+    if (sent == metadata.end() || !tokens_equal(std::string_view(sent->second.data(), sent->second.size()), token)) {
+      return to_grpc_status(StatusCode::kUnauthenticated,
+                            names[world.rank] + " refused a call without the job's token (DISTGRAD_TOKEN)");
+    }
+  }
+  wire::CallHeader header;
+  try {
+    DecodedFrame frame = decode_frame(request, header);
+    const Handler* handler = FunctionRegistry::instance().find(header.function());
+    if (handler == nullptr) {
+      return to_grpc_status(StatusCode::kNotFound,
+                            "no function named '" + header.function() + "' is registered on " + names[world.rank]);
+    }
+    const int caller = header.caller_rank();
+    const bool known_caller = caller >= 0 && caller < world.world_size;
+    std::shared_ptr<void> scope;
+    if (hooks.on_request && known_caller) {
+      scope = hooks.on_request(caller, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
+    }
+    Encoded result = (*handler)(frame.payload, frame.tensors, header.num_arguments());
+    scope.reset();
+    wire::ReplyHeader reply;
+    AutogradIds ids;
+    if (hooks.before_reply && known_caller) hooks.before_reply(caller, result.tensors, ids);
+    reply.set_payload_bytes(result.payload.size());
+    reply.set_autograd_context_id(ids.context_id);
+    reply.set_autograd_message_id(ids.message_id);
+    std::vector<std::pair<Device, Device>> back;  // callee device -> caller device
+    for (const wire::DevicePair& pair : header.reply_devices()) {
+      back.emplace_back(Device{static_cast<DeviceType>(pair.callee_type()), pair.callee_index()},
+                        Device{static_cast<DeviceType>(pair.caller_type()), pair.caller_index()});
+    }
+    const std::vector<WireTensor> tensors = to_wire(result.tensors, back);
+    for (const WireTensor& tensor : tensors) describe_tensor(tensor, reply.add_tensors());
+    *response = encode_frame(reply, std::move(result.payload), tensors);
+    return grpc::Status::OK;
+  } catch (const CodecError& error) {
+    return to_grpc_status(StatusCode::kInvalidArgument,
+                          names[world.rank] + " received a malformed call" +
+                              (header.function().empty() ? "" : " of " + header.function()) + ": " + error.what());
+  } catch (const StatusError& error) {
+    return to_grpc_status(error.code(), error.what());
+  } catch (const std::exception& error) {
+    return to_grpc_status(StatusCode::kUnknown, error.what());
+  }
+}
+
+void Agent::Impl::wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what) {
+  store_client->set(key(name + "/" + std::to_string(world.rank)), "1");
+  const std::vector<std::string> keys = rank_keys(name);
+  const auto start = Clock::now();
+  for (;;) {
+    const auto left = timeout.count() > 0
+                          ? std::chrono::duration_cast<std::chrono::milliseconds>(timeout - (Clock::now() - start))
+                          : std::chrono::milliseconds(1000);
+    const std::vector<std::string> missing = store_client->wait_for(
+        keys, std::max(std::chrono::milliseconds(1), std::min(left, std::chrono::milliseconds(1000))));
+    if (missing.empty()) return;
+    const std::vector<int> ranks = missing_ranks(name, missing);
+    if (timeout.count() > 0 && Clock::now() - start >= timeout) {
+      DISTGRAD_FAIL(what, ": ", names[world.rank], " waited ", seconds(timeout), " and workers ", join_ranks(ranks),
+                    " (of ", world.world_size, ") did not arrive");
+    }
+    if (timeout.count() == 0) {  // no deadline: make sure the missing workers are still alive
+      for (int rank : ranks) {
+        grpc::ClientContext context;
+        prepare_context(context, std::chrono::seconds(10));
+        OutgoingCall call{kPingFunction, 0, {}};
+        grpc::ByteBuffer reply;
+        const grpc::Status status = grpc::internal::BlockingUnaryCall(peer(rank).channel.get(), *peer(rank).method,
+                                                                      &context, encode_request(rank, call), &reply);
+        if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+          DISTGRAD_FAIL(what, ": ", names[rank], " exited before reaching it (", status.error_message(), ")");
+        }
+      }
+    }
+  }
+}
+
+void Agent::Impl::stop() {
+  if (stopped) return;
+  stopped = true;
+  if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  executor.reset();
+  if (server) server->Wait();
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex);
+    peers.clear();
+  }
+  store_client.reset();
+  store_server.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Agent::Agent(RpcOptions options) : impl_(std::make_unique<Impl>(*this, std::move(options))) {}
+
+Agent::~Agent() { impl_->stop(); }
+
+void Agent::start() { impl_->start(); }
+
+const WorldInfo& Agent::world() const { return impl_->world; }
+const RpcOptions& Agent::options() const { return impl_->options; }
+const std::string& Agent::worker_name(int rank) const {
+  DISTGRAD_CHECK(rank >= 0 && rank < impl_->world.world_size, "rpc: no worker ", rank, " in a world of ",
+                 impl_->world.world_size);
+  return impl_->names[rank];
+}
+StoreClient& Agent::store() { return *impl_->store_client; }
+void Agent::set_hooks(CallHooks hooks) { impl_->hooks = std::move(hooks); }
+
+Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
+  Impl::Peer& peer = impl_->peer(to);
+  auto* state = new Impl::AsyncCall;
+  state->to = to;
+  state->function = call.function;
+  Future<Encoded> future = state->promise.future();
+  try {
+    impl_->prepare_context(state->context, timeout);
+    state->request = impl_->encode_request(to, call);
+  } catch (...) {
+    delete state;
+    throw;
+  }
+  ++impl_->outgoing_in_flight;
+  peer.stub->UnaryCall(&state->context, kCallMethod, grpc::StubOptions(), &state->request, &state->response,
+                       [impl = impl_.get(), state](const grpc::Status& status) {
+                         std::unique_ptr<Impl::AsyncCall> call(state);
+                         try {
+                           if (!status.ok()) throw impl->call_error(call->to, call->function, status);
+                           call->promise.set_value(impl->decode_reply(call->to, call->response));
+                         } catch (...) {
+                           call->promise.set_error(std::current_exception());
+                         }
+                         --impl->outgoing_in_flight;
+                       });
+  return future;
+}
+
+Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
+  Impl::Peer& peer = impl_->peer(to);
+  grpc::ClientContext context;
+  impl_->prepare_context(context, timeout);
+  const std::string function = call.function;
+  const grpc::ByteBuffer request = impl_->encode_request(to, call);
+  grpc::ByteBuffer response;
+  ++impl_->outgoing_in_flight;
+  grpc::Status status;
+  {
+    detail::BlockingScope blocking;
+    status = grpc::internal::BlockingUnaryCall(peer.channel.get(), *peer.method, &context, request, &response);
+  }
+  --impl_->outgoing_in_flight;
+  if (!status.ok()) throw impl_->call_error(to, function, status);
+  return impl_->decode_reply(to, response);
+}
+
+void Agent::barrier(std::chrono::milliseconds timeout) {
+  impl_->wait_for_everyone("barrier/" + std::to_string(impl_->barrier_generation++), timeout, "barrier");
+}
+
+void Agent::shutdown(bool graceful) {
+  if (graceful && !impl_->stopped) {
+    // Everyone arrives; then every worker's calls are answered before any server stops.
+    impl_->wait_for_everyone("shutdown", impl_->options.shutdown_timeout, "shutdown");
+    while (impl_->outgoing_in_flight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    impl_->wait_for_everyone("drained", impl_->options.shutdown_timeout, "shutdown");
+    // The Store's host leaves last, once everyone has read what they needed from it.
+    impl_->store_client->set(impl_->key("left/" + std::to_string(impl_->world.rank)), "1");
+    if (impl_->store_server) impl_->store_client->wait_for(impl_->rank_keys("left"), std::chrono::seconds(30));
+  }
+  impl_->stop();
+}
+
+}  // namespace distgrad::rpc

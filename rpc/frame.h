@@ -1,0 +1,43 @@
+// Frames: a call or a reply as the bytes of one gRPC message (internal to rpc/).
+//
+// Layout (docs/rpc.md, "Wire format"): a little-endian u32 header length, the header
+// (wire::CallHeader or wire::ReplyHeader, protobuf), the payload (rpc/codec.h), then the bytes
+// of each tensor the header lists, in order. encode_frame builds the message from slices
+// that point into the tensors' own memory (no copy on send); decode_frame checks every length
+// against the header and the message, and hands out tensors that view gRPC's receive buffers
+// when a tensor's bytes arrived in one piece (no copy on receive), or a copy otherwise.
+#pragma once
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "proto/distgrad.pb.h"
+
+namespace distgrad::rpc {
+
+// A tensor's wire form: contiguous bytes on the CPU, and where the receiver should put it.
+struct WireTensor {
+  Tensor data;           // contiguous, on the CPU
+  Device target_device;  // the receiver's device for it
+};
+
+// The metadata of a wire tensor.
+void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta);
+
+// A message of `header` (whose tensor list must describe `tensors`), `payload` and the
+// tensors' bytes.
+grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::string payload,
+                              const std::vector<WireTensor>& tensors);
+
+// The parts of a received frame. Throws CodecError naming what is malformed.
+struct DecodedFrame {
+  std::string payload;
+  std::vector<Tensor> tensors;  // on the devices the header names
+};
+template <typename Header>
+DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header);
+
+}  // namespace distgrad::rpc

@@ -1,0 +1,31 @@
+// RpcOptions: how init_rpc sets up this process's RPC agent.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+
+namespace distgrad::rpc {
+
+struct RpcOptions {
+  // The default deadline of every call (0 = none); rpc_async/rpc_sync may give their own.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // How long init_rpc waits for every worker to publish its address, and barrier() by default.
+  std::chrono::milliseconds init_timeout{std::chrono::seconds(300)};
+  // How long a graceful shutdown waits for the other workers to reach it (0 = as long as
+  // they are alive; a dead worker is detected and reported either way).
+  std::chrono::milliseconds shutdown_timeout{0};
+  // Threads that run registered functions; more are started while some block (rpc/executor.h).
+  int num_worker_threads = 16;
+  int max_worker_threads = 256;
+  // Where this worker's CUDA tensors go on each other worker: device_maps["worker1"] =
+  // {{cuda:0, cuda:1}} sends cuda:0 tensors to worker1's cuda:1. Unmapped devices send to the
+  // CPU. Result tensors come back through the inverse map.
+  std::map<std::string, std::vector<std::pair<Device, Device>>> device_maps;
+};
+
+}  // namespace distgrad::rpc

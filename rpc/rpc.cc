@@ -1,0 +1,112 @@
+#include "rpc/rpc.h"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+namespace distgrad::rpc {
+namespace {
+
+std::mutex agent_mutex;  // guards owned_agent's creation and destruction
+std::unique_ptr<Agent> owned_agent;
+std::atomic<Agent*> running_agent{nullptr};   // owned_agent while it may be used
+std::atomic<int64_t> default_timeout_ms{-1};  // -1: the agent's RpcOptions::timeout
+
+}  // namespace
+
+void init_rpc(const RpcOptions& options) {
+  std::lock_guard<std::mutex> lock(agent_mutex);
+  DISTGRAD_CHECK(owned_agent == nullptr, "init_rpc: RPC is already running in this process");
+  auto agent = std::make_unique<Agent>(options);
+  agent->start();
+  owned_agent = std::move(agent);
+  running_agent = owned_agent.get();
+}
+
+void shutdown(bool graceful) {
+  std::lock_guard<std::mutex> lock(agent_mutex);
+  if (owned_agent == nullptr) return;
+  // The agent keeps serving (and stays current) during a graceful shutdown; if that fails, it
+  // is still running and shutdown(false) stops it.
+  owned_agent->shutdown(graceful);
+  running_agent = nullptr;
+  owned_agent.reset();
+  default_timeout_ms = -1;
+}
+
+bool is_initialized() { return running_agent.load() != nullptr; }
+
+Agent& agent() {
+  Agent* agent = running_agent.load();
+  DISTGRAD_CHECK(agent != nullptr, "rpc: RPC is not running in this process; call init_rpc() (or auto_init_rpc) first");
+  return *agent;
+}
+
+int get_rank() { return world_info().rank; }
+int get_world_size() { return world_info().world_size; }
+int get_local_rank() { return world_info().local_rank; }
+int get_local_world_size() { return world_info().local_world_size; }
+std::string get_worker_name() { return get_worker_name(get_rank()); }
+std::string get_worker_name(int rank) {
+  DISTGRAD_CHECK(rank >= 0 && rank < get_world_size(), "get_worker_name: no worker ", rank, " in a world of ",
+                 get_world_size());
+  return worker_name(rank, get_world_size());
+}
+int get_worker_id(std::string_view name) { return rpc::get_worker_id(name, get_world_size()); }
+
+void barrier() { agent().barrier(agent().options().init_timeout); }
+void barrier(std::chrono::milliseconds timeout) { agent().barrier(timeout); }
+
+void set_default_timeout(std::chrono::milliseconds timeout) {
+  DISTGRAD_CHECK(timeout.count() >= 0, "set_default_timeout: expected a non-negative timeout, found ", timeout.count(),
+                 " ms");
+  default_timeout_ms = timeout.count();
+}
+
+std::chrono::milliseconds default_timeout() {
+  const int64_t set = default_timeout_ms.load();
+  return set >= 0 ? std::chrono::milliseconds(set) : agent().options().timeout;
+}
+
+int WorkerRef::rank() const {
+  if (name_.empty()) {
+    DISTGRAD_CHECK(rank_ >= 0 && rank_ < get_world_size(), "rpc: no worker ", rank_, " in a world of ",
+                   get_world_size());
+    return rank_;
+  }
+  return get_worker_id(name_);
+}
+
+namespace detail {
+
+const std::string& registered_name(FunctionAddress function) {
+  const std::string* name = FunctionRegistry::instance().name_of(function);
+  DISTGRAD_CHECK(name != nullptr, "rpc: the function is not registered; add DISTGRAD_REMOTE(function) at namespace ",
+                 "scope next to its definition");
+  return *name;
+}
+
+}  // namespace detail
+
+int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
+                  const RpcOptions& options) {
+  try {
+    init_rpc(options);
+    barrier();
+    if (worker_init_fn) worker_init_fn();
+    barrier();
+    if (main) main();
+    shutdown(true);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "[%s] error: %s\n", get_worker_name().c_str(), error.what());
+    std::fflush(stderr);
+    try {
+      shutdown(false);
+    } catch (const std::exception&) {  // already failing: the first error is the one to report
+    }
+    return 1;
+  }
+}
+
+}  // namespace distgrad::rpc

@@ -1,0 +1,229 @@
+// The RPC API: start the workers, call registered functions on them, stop.
+//
+// Every process of a job runs the same binary; init_rpc() joins it to the others (world info
+// from the environment: rpc/world.h; rendezvous: rpc/agent.h). rpc_sync / rpc_async call a
+// function registered with DISTGRAD_REMOTE on a worker given by rank or name, with arguments
+// checked against the function's parameters at compile time; the result (or the remote
+// exception, as a RemoteError) comes back. auto_init_rpc wraps the usual program: init, an
+// optional per-worker initialisation, a main that rank filters restrict to some ranks, and a
+// graceful shutdown during which idle workers keep serving until everyone is done.
+//
+//   dg::Tensor my_add(dg::Tensor a, dg::Tensor b) { return a + b; }
+//   DISTGRAD_REMOTE(my_add);
+//
+//   int main() {
+//     return dg::auto_init_rpc([] { dg::manual_seed(dg::get_rank()); },
+//                              dg::rank_zero_only([] {
+//                                dg::Tensor c = dg::rpc::rpc_sync("worker1", my_add, a, b);
+//                                auto f = dg::rpc::rpc_async(1, my_add, a, b);   // Future<Tensor>
+//                              }));
+//   }
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "rpc/agent.h"
+#include "rpc/codec.h"
+#include "rpc/errors.h"
+#include "rpc/future.h"
+#include "rpc/options.h"
+#include "rpc/registry.h"
+#include "rpc/world.h"
+
+namespace distgrad::rpc {
+
+// Starts this process's agent and waits for every worker (see rpc/agent.h). Once per process.
+void init_rpc(const RpcOptions& options = {});
+// Graceful (the default): waits until every worker called shutdown and every call in flight is
+// answered; otherwise stops at once. A no-op when RPC is not running.
+void shutdown(bool graceful = true);
+bool is_initialized();
+// The running agent; throws when init_rpc has not been called.
+Agent& agent();
+
+// World info (available before init_rpc too).
+int get_rank();
+int get_world_size();
+int get_local_rank();
+int get_local_world_size();
+// This worker's name, or the name of `rank`.
+std::string get_worker_name();
+std::string get_worker_name(int rank);
+// The rank of a worker name ("worker03" -> 3).
+int get_worker_id(std::string_view name);
+
+// Returns once every worker reached the same barrier; throws naming the workers that did not
+// within `timeout` (default: RpcOptions::init_timeout), unlike TorchOpt, which only logs.
+void barrier();
+void barrier(std::chrono::milliseconds timeout);
+
+// The default deadline of calls (RpcOptions::timeout until changed); 0 = none.
+void set_default_timeout(std::chrono::milliseconds timeout);
+std::chrono::milliseconds default_timeout();
+
+// A worker given by rank or by name.
+class WorkerRef {
+ public:
+  WorkerRef(int rank) : rank_(rank) {}                 // NOLINT(google-explicit-constructor)
+  WorkerRef(std::string_view name) : name_(name) {}    // NOLINT(google-explicit-constructor)
+  WorkerRef(const char* name) : name_(name) {}         // NOLINT(google-explicit-constructor)
+  WorkerRef(const std::string& name) : name_(name) {}  // NOLINT(google-explicit-constructor)
+  int rank() const;
+
+ private:
+  int rank_ = -1;
+  std::string name_;
+};
+
+namespace detail {
+
+// The registered name of `function`; throws when it was not registered.
+const std::string& registered_name(FunctionAddress function);
+
+template <typename R>
+using ResultOf = std::decay_t<R>;
+
+template <typename R>
+ResultOf<R> decode_result(const std::string& function, const std::string& worker, const Encoded& reply) {
+  Decoder in(reply.payload, reply.tensors);
+  try {
+    if constexpr (std::is_void_v<R>) {
+      if (in.remaining() != 0)
+        throw CodecError("expected no result, found " + std::to_string(in.remaining()) + " bytes");
+    } else {
+      ResultOf<R> value = Codec<ResultOf<R>>::decode(in);
+      if (in.remaining() != 0) throw CodecError(std::to_string(in.remaining()) + " bytes follow the result");
+      return value;
+    }
+  } catch (const CodecError& error) {
+    throw RemoteError(StatusCode::kInternal, worker, function,
+                      std::string("the result does not decode as ") + (std::is_void_v<R> ? "void" : "its type") + ": " +
+                          error.what());
+  }
+}
+
+template <typename... Params, typename... Args>
+OutgoingCall make_call(FunctionAddress function, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "rpc: wrong number of arguments for the function");
+  static_assert((std::is_convertible_v<Args&&, std::decay_t<Params>> && ...),
+                "rpc: an argument does not convert to the function's parameter type");
+  OutgoingCall call;
+  call.function = registered_name(function);
+  call.num_arguments = sizeof...(Params);
+  Encoder out;
+  (Codec<std::decay_t<Params>>::encode(out, static_cast<std::decay_t<Params>>(std::forward<Args>(args))), ...);
+  call.arguments = {std::move(out.bytes()), std::move(out.tensors())};
+  return call;
+}
+
+}  // namespace detail
+
+// Calls `function(args...)` on `worker` and returns a future of its result. `timeout`
+// overrides the default deadline (0 = none).
+template <typename R, typename... Params, typename... Args>
+Future<detail::ResultOf<R>> rpc_async_with_timeout(const WorkerRef& worker, std::chrono::milliseconds timeout,
+                                                   R (*function)(Params...), Args&&... args) {
+  const int to = worker.rank();
+  OutgoingCall call =
+      detail::make_call<Params...>(reinterpret_cast<FunctionAddress>(function), std::forward<Args>(args)...);
+  std::string name = call.function;
+  std::string worker_name = agent().worker_name(to);
+  return agent().call_async(to, std::move(call), timeout).then([name, worker_name](const Future<Encoded>& reply) {
+    return detail::decode_result<R>(name, worker_name, reply.get());
+  });
+}
+
+template <typename R, typename... Params, typename... Args>
+Future<detail::ResultOf<R>> rpc_async(const WorkerRef& worker, R (*function)(Params...), Args&&... args) {
+  return rpc_async_with_timeout(worker, default_timeout(), function, std::forward<Args>(args)...);
+}
+
+// Calls `function(args...)` on `worker` and waits for the result (rethrowing a RemoteError).
+template <typename R, typename... Params, typename... Args>
+detail::ResultOf<R> rpc_sync_with_timeout(const WorkerRef& worker, std::chrono::milliseconds timeout,
+                                          R (*function)(Params...), Args&&... args) {
+  const int to = worker.rank();
+  OutgoingCall call =
+      detail::make_call<Params...>(reinterpret_cast<FunctionAddress>(function), std::forward<Args>(args)...);
+  std::string name = call.function;
+  const Encoded reply = agent().call_sync(to, std::move(call), timeout);
+  return detail::decode_result<R>(name, agent().worker_name(to), reply);
+}
+
+template <typename R, typename... Params, typename... Args>
+detail::ResultOf<R> rpc_sync(const WorkerRef& worker, R (*function)(Params...), Args&&... args) {
+  return rpc_sync_with_timeout(worker, default_timeout(), function, std::forward<Args>(args)...);
+}
+
+// Runs init_rpc, a barrier, worker_init_fn (if any) on every rank, a barrier, main, and a
+// graceful shutdown (API.md §5). Returns 0, or 1 after printing "[workerN] error: ..." when
+// something threw (the others then see this worker as gone).
+int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
+                  const RpcOptions& options = {});
+
+// Rank filters: a callable that runs `fn` with its arguments on the selected ranks only and
+// otherwise does nothing; non-void results come back as std::optional (empty where skipped).
+template <typename F>
+auto on_ranks(std::set<int> ranks, F fn) {
+  return [ranks = std::move(ranks), fn = std::move(fn)](auto&&... args) {
+    using R = std::invoke_result_t<F, decltype(args)...>;
+    const bool selected = ranks.count(get_rank()) > 0;
+    if constexpr (std::is_void_v<R>) {
+      if (selected) fn(std::forward<decltype(args)>(args)...);
+    } else {
+      return selected ? std::optional<R>(fn(std::forward<decltype(args)>(args)...)) : std::nullopt;
+    }
+  };
+}
+template <typename F>
+auto on_rank(int rank, F fn) {
+  return on_ranks({rank}, std::move(fn));
+}
+// Runs on every rank except those given.
+template <typename F>
+auto not_on_ranks(std::set<int> ranks, F fn) {
+  std::set<int> others;
+  for (int rank = 0; rank < get_world_size(); ++rank) {
+    if (!ranks.count(rank)) others.insert(rank);
+  }
+  return on_ranks(std::move(others), std::move(fn));
+}
+template <typename F>
+auto not_on_rank(int rank, F fn) {
+  return not_on_ranks({rank}, std::move(fn));
+}
+template <typename F>
+auto rank_zero_only(F fn) {
+  return on_rank(0, std::move(fn));
+}
+template <typename F>
+auto rank_non_zero_only(F fn) {
+  return not_on_rank(0, std::move(fn));
+}
+
+}  // namespace distgrad::rpc
+
+namespace distgrad {
+// The user-facing names of API.md at the top level: dg::auto_init_rpc, dg::get_rank, ...
+using rpc::auto_init_rpc;
+using rpc::barrier;
+using rpc::get_local_rank;
+using rpc::get_local_world_size;
+using rpc::get_rank;
+using rpc::get_worker_id;
+using rpc::get_worker_name;
+using rpc::get_world_size;
+using rpc::init_rpc;
+using rpc::not_on_rank;
+using rpc::not_on_ranks;
+using rpc::on_rank;
+using rpc::on_ranks;
+using rpc::rank_non_zero_only;
+using rpc::rank_zero_only;
+}  // namespace distgrad

@@ -1,0 +1,114 @@
+// Frames: round trips of calls and replies, and every way a received message can be wrong.
+#include "rpc/frame.h"
+
+#include <random>
+
+#include "core/ops.h"
+#include "rpc/codec.h"
+#include "tests/core/test_util.h"
+
+namespace distgrad::rpc {
+namespace {
+
+struct Built {
+  wire::CallHeader header;
+  grpc::ByteBuffer message;
+};
+
+Built build(const std::vector<Tensor>& tensors, std::string payload = "payload") {
+  Built built;
+  built.header.set_function("f");
+  built.header.set_num_arguments(1);
+  built.header.set_payload_bytes(payload.size());
+  std::vector<WireTensor> wire;
+  for (const Tensor& t : tensors) wire.push_back({ops::contiguous(t), Device::cpu()});
+  for (const WireTensor& t : wire) describe_tensor(t, built.header.add_tensors());
+  built.message = encode_frame(built.header, payload, wire);
+  return built;
+}
+
+std::string flatten(const grpc::ByteBuffer& message) {
+  grpc::Slice slice;
+  EXPECT_TRUE(message.DumpToSingleSlice(&slice).ok());
+  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+}
+
+grpc::ByteBuffer message_of(const std::string& bytes) {
+  grpc::Slice slice(bytes.data(), bytes.size());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+TEST(Frame, RoundTripsHeaderPayloadAndTensors) {
+  const Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = from_vector<int64_t>({7});
+  const Tensor scalar = scalar_tensor(3.5, {.dtype = kFloat32});
+  const Tensor empty_tensor = zeros({0, 4});
+  const Tensor flags = from_vector<bool>({true, false});
+  const Built built = build({ops::t(a), b, scalar, empty_tensor, flags});
+  wire::CallHeader header;
+  const DecodedFrame frame = decode_frame(message_of(flatten(built.message)), header);
+  EXPECT_EQ(header.function(), "f");
+  EXPECT_EQ(frame.payload, "payload");
+  ASSERT_EQ(frame.tensors.size(), 5u);
+  EXPECT_TRUE(ops::equal(frame.tensors[0], ops::t(a)));
+  EXPECT_TRUE(ops::equal(frame.tensors[1], b));
+  EXPECT_TRUE(ops::equal(frame.tensors[2], scalar));
+  EXPECT_EQ(frame.tensors[3].sizes(), (Shape{0, 4}));
+  EXPECT_TRUE(ops::equal(frame.tensors[4], flags));
+}
+
+TEST(Frame, TensorsArrivingInOneSliceAreNotCopied) {
+  const Tensor a = ones({1000});
+  const Built built = build({a});  // the message's second slice is a's own memory
+  wire::CallHeader header;
+  const DecodedFrame frame = decode_frame(built.message, header);
+  EXPECT_EQ(frame.tensors[0].data_ptr(), a.data_ptr());
+  const std::string bytes = flatten(built.message);  // one slice: the tensor is at an offset
+  const DecodedFrame copied = decode_frame(message_of(bytes), header);
+  EXPECT_TRUE(ops::equal(copied.tensors[0], a));
+}
+
+TEST(Frame, MalformedMessagesAreErrorsNamingTheProblem) {
+  const Built built = build({ones({4})});
+  const std::string bytes = flatten(built.message);
+  wire::CallHeader header;
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {  // every truncation
+    EXPECT_THROW(decode_frame(message_of(bytes.substr(0, cut)), header), CodecError) << "cut at " << cut;
+  }
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(bytes + "xx"), header), "2 bytes follow the last tensor");
+  std::string huge_header = bytes;
+  huge_header[3] = '\x7f';
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(huge_header), header), "the header claims");
+
+  auto with_meta = [&](auto edit) {
+    wire::CallHeader lying = built.header;
+    edit(*lying.mutable_tensors(0));
+    std::vector<WireTensor> wire = {{ones({4}), Device::cpu()}};
+    return flatten(encode_frame(lying, "payload", wire));
+  };
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(with_meta([](auto& m) { m.set_nbytes(12); })), header),
+                        "tensor 0 of shape [4] and dtype float32 cannot have 12 bytes");
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(with_meta([](auto& m) { m.set_dtype(9); })), header),
+                        "invalid dtype 9");
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(with_meta([](auto& m) { m.set_sizes(0, -4); })), header),
+                        "negative size -4");
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(with_meta([](auto& m) { m.set_device_type(7); })), header),
+                        "invalid device");
+}
+
+TEST(Frame, RandomBytesNeverCrash) {
+  std::mt19937 random(7);
+  const std::string valid = flatten(build({ones({3}), zeros({2, 2})}).message);
+  wire::CallHeader header;
+  for (int trial = 0; trial < 5000; ++trial) {
+    std::string bytes = valid;
+    for (int flips = 0; flips < 4; ++flips) bytes[random() % bytes.size()] = static_cast<char>(random());
+    try {
+      decode_frame(message_of(bytes), header);
+    } catch (const CodecError&) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace distgrad::rpc
