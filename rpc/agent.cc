@@ -10,13 +10,13 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "core/copy.h"
 #include "proto/distgrad.grpc.pb.h"
+#include "rpc/credentials.h"
 #include "rpc/executor.h"
 #include "rpc/frame.h"
 
@@ -64,36 +64,6 @@ std::string local_address_towards(const std::string& host, int port) {
   }
   close(fd);
   return address;
-}
-
-std::string read_file(const std::string& path, const char* variable) {
-  std::ifstream in(path);
-  DISTGRAD_CHECK(in.good(), "init_rpc: cannot read ", variable, "=", path);
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
-// TLS from DISTGRAD_TLS_CERT / DISTGRAD_TLS_KEY / DISTGRAD_TLS_CA, or plain TCP.
-struct Credentials {
-  std::shared_ptr<grpc::ServerCredentials> server;
-  std::shared_ptr<grpc::ChannelCredentials> channel;
-  bool tls = false;
-};
-
-Credentials make_credentials() {
-  const std::string cert = getenv_or("DISTGRAD_TLS_CERT", ""), key = getenv_or("DISTGRAD_TLS_KEY", "");
-  if (cert.empty() && key.empty()) {
-    return {grpc::InsecureServerCredentials(), grpc::InsecureChannelCredentials(), false};
-  }
-  DISTGRAD_CHECK(!cert.empty() && !key.empty(), "init_rpc: TLS needs both DISTGRAD_TLS_CERT and DISTGRAD_TLS_KEY");
-  const std::string ca = getenv_or("DISTGRAD_TLS_CA", "");
-  grpc::SslServerCredentialsOptions server_options;
-  server_options.pem_key_cert_pairs.push_back(
-      {read_file(key, "DISTGRAD_TLS_KEY"), read_file(cert, "DISTGRAD_TLS_CERT")});
-  grpc::SslCredentialsOptions channel_options;
-  channel_options.pem_root_certs = ca.empty() ? read_file(cert, "DISTGRAD_TLS_CERT") : read_file(ca, "DISTGRAD_TLS_CA");
-  return {grpc::SslServerCredentials(server_options), grpc::SslCredentials(channel_options), true};
 }
 
 bool tokens_equal(std::string_view a, std::string_view b) {
@@ -155,7 +125,7 @@ struct Agent::Impl {
   const RpcOptions options;
   const WorldInfo world;
   const std::string token;
-  Credentials credentials;
+  const TransportCredentials& credentials = transport_credentials();
   std::string key_prefix;  // per job and restart, so restarts never see stale keys
   std::vector<std::string> names;
   std::unique_ptr<StoreServer> store_server;  // rank 0, unless the launcher hosts it
@@ -253,7 +223,6 @@ void Agent::Impl::start() {
                   "DISTGRAD_REMOTE_NAMED to give one of them another name");
   }
   check_security();
-  credentials = make_credentials();
   for (int rank = 0; rank < world.world_size; ++rank) names.push_back(rpc::worker_name(rank, world.world_size));
   key_prefix = "rpc/" + getenv_or("DISTGRAD_RUN_ID", "none") + "/" + getenv_or("DISTGRAD_RESTART_COUNT", "0") + "/";
   const std::string store_address = world.master_addr + ":" + std::to_string(world.master_port);
@@ -283,7 +252,7 @@ Agent::Impl::Peer& Agent::Impl::peer(int rank) {
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(-1);
     arguments.SetMaxSendMessageSize(-1);
-    if (credentials.tls) arguments.SetSslTargetNameOverride("distgrad");
+    credentials.configure(arguments);
     peer = std::make_unique<Peer>();
     peer->channel = grpc::CreateCustomChannel(peer_addresses[rank], credentials.channel, arguments);
     peer->stub = std::make_unique<grpc::GenericStub>(peer->channel);

@@ -102,11 +102,13 @@ Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t ind
   const Device device = device_from_wire(meta.device_type(), meta.device_index());
   Shape sizes;
   uint64_t numel = 1;
+  uint64_t extent = 1;  // the product of the sizes with zeros counted as ones: the largest stride
+  constexpr auto kMaxExtent = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   for (int64_t size : meta.sizes()) {
     if (size < 0) throw CodecError("tensor " + std::to_string(index) + " has a negative size " + std::to_string(size));
-    if (size != 0 && numel > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(size)) {
-      throw CodecError("tensor " + std::to_string(index) + "'s shape overflows");
-    }
+    const auto factor = static_cast<uint64_t>(std::max<int64_t>(size, 1));
+    if (extent > kMaxExtent / factor) throw CodecError("tensor " + std::to_string(index) + "'s shape overflows");
+    extent *= factor;
     numel *= static_cast<uint64_t>(size);
     sizes.push_back(size);
   }

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "proto/distgrad.grpc.pb.h"
 #include "proto/distgrad.pb.h"
+#include "rpc/credentials.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -263,7 +264,7 @@ StoreServer::StoreServer(const std::string& host, int port, std::string token) {
   impl_ = std::make_unique<Impl>(std::move(token));
   impl_->host = host;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(requested, grpc::InsecureServerCredentials(), &impl_->port);
+  builder.AddListeningPort(requested, transport_credentials().server, &impl_->port);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   // gRPC sets SO_REUSEPORT by default: a second store could then bind a port already in use.
@@ -354,7 +355,8 @@ StoreClient::StoreClient(std::string address, std::string token, milliseconds ti
   // two minutes).
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  impl_->channel = grpc::CreateCustomChannel(impl_->address, grpc::InsecureChannelCredentials(), arguments);
+  transport_credentials().configure(arguments);
+  impl_->channel = grpc::CreateCustomChannel(impl_->address, transport_credentials().channel, arguments);
   impl_->stub = wire::Store::NewStub(impl_->channel);
 }
 

@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   dataset-fashion-mnist
   libgtest-dev libgmock-dev libbenchmark-dev
-  valgrind clang-format
+  valgrind clang-format clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,0 +1,54 @@
+#include "rpc/credentials.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace distgrad::rpc {
+namespace {
+
+constexpr char kTlsHostName[] = "distgrad";
+
+std::string getenv_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+std::string read_pem(const std::string& path, const char* variable) {
+  std::ifstream in(path);
+  DISTGRAD_CHECK(in.good(), "TLS: cannot read ", variable, "=", path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+TransportCredentials read_credentials() {
+  const std::string cert = getenv_or_empty("DISTGRAD_TLS_CERT"), key = getenv_or_empty("DISTGRAD_TLS_KEY");
+  if (cert.empty() && key.empty()) {
+    return {grpc::InsecureServerCredentials(), grpc::InsecureChannelCredentials(), false};
+  }
+  DISTGRAD_CHECK(!cert.empty() && !key.empty(), "TLS needs both DISTGRAD_TLS_CERT and DISTGRAD_TLS_KEY; found only ",
+                 cert.empty() ? "DISTGRAD_TLS_KEY" : "DISTGRAD_TLS_CERT");
+  const std::string ca = getenv_or_empty("DISTGRAD_TLS_CA");
+  grpc::SslServerCredentialsOptions server_options;
+  server_options.pem_key_cert_pairs.push_back({read_pem(key, "DISTGRAD_TLS_KEY"), read_pem(cert, "DISTGRAD_TLS_CERT")});
+  grpc::SslCredentialsOptions channel_options;
+  channel_options.pem_root_certs = ca.empty() ? read_pem(cert, "DISTGRAD_TLS_CERT") : read_pem(ca, "DISTGRAD_TLS_CA");
+  return {grpc::SslServerCredentials(server_options), grpc::SslCredentials(channel_options), true};
+}
+
+}  // namespace
+
+void TransportCredentials::configure(grpc::ChannelArguments& arguments) const {
+  if (tls) arguments.SetSslTargetNameOverride(kTlsHostName);
+}
+
+const TransportCredentials& transport_credentials() {
+  static const TransportCredentials credentials = read_credentials();
+  return credentials;
+}
+
+}  // namespace distgrad::rpc
