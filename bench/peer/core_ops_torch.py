@@ -8,36 +8,14 @@ The Cuda* workloads run when PyTorch sees a GPU.
 """
 import json
 import re
-import statistics
 import sys
-import time
 
 import torch
 
+from timing import median_time
+
 LARGE = 16 << 20
 CUDA_OPS_PER_CALL = 20  # as kCudaOpsPerIteration in core_ops_bench.cc: queue 20 ops, then wait
-
-
-def median_time(fn, repetitions, min_seconds=0.3):
-    """Median over `repetitions` batches of the seconds per call of fn()."""
-    fn()
-    iters = 1
-    while True:  # grow the batch until it lasts a tenth of min_seconds
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed > min_seconds / 10:
-            break
-        iters *= 4
-    per_batch = max(1, int(iters * (min_seconds / max(elapsed, 1e-9))))
-    samples = []
-    for _ in range(repetitions):
-        start = time.perf_counter()
-        for _ in range(per_batch):
-            fn()
-        samples.append((time.perf_counter() - start) / per_batch)
-    return statistics.median(samples)
 
 
 def cuda_median_time(op, repetitions):

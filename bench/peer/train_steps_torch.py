@@ -13,36 +13,15 @@ Each line: {"name": ..., "seconds_per_iter": median, "torch_version": ..., "thre
 """
 import json
 import re
-import statistics
 import sys
-import time
 
 import torch
+
+from timing import median_time
 import torch.nn as nn
 import torch.nn.functional as F
 
 META_BATCH, SHOTS, INNER_STEPS, INNER_LR = 16, 10, 5, 0.01
-
-
-def median_time(fn, repetitions, min_seconds=0.5):
-    fn()
-    iters = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed > min_seconds / 10:
-            break
-        iters *= 2
-    per_batch = max(1, int(iters * (min_seconds / max(elapsed, 1e-9))))
-    samples = []
-    for _ in range(repetitions):
-        start = time.perf_counter()
-        for _ in range(per_batch):
-            fn()
-        samples.append((time.perf_counter() - start) / per_batch)
-    return statistics.median(samples)
 
 
 def maml_step_fn():
@@ -95,7 +74,7 @@ def main():
     for name, make in WORKLOADS:
         if not name_filter.search(name):
             continue
-        seconds = median_time(make(), repetitions)
+        seconds = median_time(make(), repetitions, min_seconds=0.5)
         print(json.dumps({"name": name, "seconds_per_iter": seconds, "torch_version": torch.__version__,
                           "threads": torch.get_num_threads()}), flush=True)
 

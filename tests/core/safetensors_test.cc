@@ -26,36 +26,6 @@ using ::testing::IsEmpty;
 using testing::values;
 using namespace std::string_literals;
 
-// A fresh directory under gtest's temporary directory, removed with its contents at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "distgrad_safetensors_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // Names of the directory's entries, sorted.
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(path_))
-      names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
-};
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -125,7 +95,7 @@ const std::map<std::string, std::string> kMetadata = {
 };
 
 TEST(Safetensors, RoundTripsEveryDtypeThroughAFile) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.safetensors");
   const NamedTensors tensors = every_kind_of_tensor();
   save_safetensors(path, tensors, kMetadata);
@@ -136,7 +106,7 @@ TEST(Safetensors, RoundTripsEveryDtypeThroughAFile) {
 }
 
 TEST(Safetensors, RoundTripsThroughMemoryWithTheSameBytesAsAFile) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.safetensors");
   const NamedTensors tensors = every_kind_of_tensor();
   save_safetensors(path, tensors, kMetadata);
@@ -268,7 +238,7 @@ void expect_reference_contents(const SafetensorsContents& loaded) {
 
 TEST(Safetensors, LoadsAFileWrittenByTheReferenceImplementation) {
   ASSERT_EQ(kReferenceFile.size(), 499u);
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("reference.safetensors");
   write_file(path, kReferenceFile);
   expect_reference_contents(load_safetensors(path));
@@ -310,7 +280,7 @@ TEST(Safetensors, LoadsAnEmptyCheckpoint) {
 // with a message that names the file (or the buffer's source) and contains every fragment.
 template <typename... Fragments>
 void expect_rejected(const std::string& bytes, const Fragments&... fragments) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("corrupt.safetensors");
   write_file(path, bytes);
   const std::string file_prefix = "load_safetensors: " + path + ": ";
@@ -325,7 +295,7 @@ std::string file_with_entry(const std::string& info, std::string_view data = {})
 }
 
 TEST(Safetensors, RejectsAMissingOrUnreadableFile) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string missing = dir.file("missing.safetensors");
   const std::string missing_prefix = "load_safetensors: " + missing + ": ";
   const std::string directory_prefix = "load_safetensors: " + dir.path() + ": ";
@@ -493,7 +463,7 @@ TEST(Safetensors, SurvivesTruncatedAndCorruptedBytes) {
 }
 
 TEST(Safetensors, RejectsTensorsThatCannotBeSaved) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.safetensors");
   const std::string where = "save_safetensors: " + path + ": ";
   const Tensor t = zeros({2});
@@ -514,7 +484,7 @@ TEST(Safetensors, RejectsTensorsThatCannotBeSaved) {
 }
 
 TEST(Safetensors, SavingReplacesAnExistingFileAndLeavesNoTemporaryFiles) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.safetensors");
   write_file(path, "an older checkpoint");
   save_safetensors(path, {{"w", from_vector<double>({1, 2})}});
@@ -528,7 +498,7 @@ TEST(Safetensors, SavingReplacesAnExistingFileAndLeavesNoTemporaryFiles) {
 }
 
 TEST(Safetensors, SavingIntoAMissingDirectoryFailsAndCreatesNothing) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("missing/model.safetensors");
   const std::string where = "save_safetensors: " + path + ": ";
   EXPECT_ERROR_CONTAINS(save_safetensors(path, {{"w", zeros({2})}}), where.c_str(), "cannot create the temporary file",
@@ -537,7 +507,7 @@ TEST(Safetensors, SavingIntoAMissingDirectoryFailsAndCreatesNothing) {
 }
 
 TEST(Safetensors, AFailedSaveLeavesTheExistingFileUntouched) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.safetensors");
   save_safetensors(path, {{"w", from_vector<double>({1, 2})}});
   const std::string before = read_file(path);
@@ -558,7 +528,7 @@ TEST(Safetensors, AFailedSaveLeavesTheExistingFileUntouched) {
 }
 
 TEST(Safetensors, CudaTensorsAreSavedThroughTheHostAndLoadedOntoADevice) {
-  TempDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.safetensors");
   if (!cuda::is_available()) {
     save_safetensors(path, {{"w", zeros({2})}});

@@ -3,7 +3,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/ops.h"
@@ -35,5 +41,39 @@ inline Tensor transposed_copy_of(const std::vector<double>& data, int64_t rows, 
   }
   return ops::t(from_vector(transposed, {cols, rows}));
 }
+
+// A fresh directory under gtest's temporary directory, removed with everything in it.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = ::testing::TempDir() + "distgrad_XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The path of `name` inside the directory. The string lives as long as the directory, so
+  // its c_str() can be kept (as EXPECT_ERROR_CONTAINS's fragments are).
+  const std::string& file(const std::string& name) const {
+    return files_.try_emplace(name, path_ + "/" + name).first->second;
+  }
+  // Names of the directory's entries, sorted.
+  std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(path_)) names.push_back(entry.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  std::string path_;
+  mutable std::map<std::string, std::string> files_;  // name -> path
+};
 
 }  // namespace distgrad::testing

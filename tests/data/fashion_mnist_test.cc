@@ -115,7 +115,7 @@ TEST(FashionMnist, InstalledTestSplit) {
 TEST(FashionMnist, ScalesPixelsToTheUnitInterval) {
   ScratchDir dir;
   write_train_split(dir, 6, 28, {0, 1, 2, 7, 8, 9});
-  const FashionMnist data = load_fashion_mnist(Split::kTrain, dir.path().string());
+  const FashionMnist data = load_fashion_mnist(Split::kTrain, dir.path());
   EXPECT_EQ(data.images.sizes(), Shape({6, 1, 28, 28}));
   EXPECT_EQ(data.labels.to_vector<int64_t>(), std::vector<int64_t>({0, 1, 2, 7, 8, 9}));
   EXPECT_EQ(data.images.at<float>({0, 0, 5, 5}), 0.0f);
@@ -134,14 +134,14 @@ TEST(FashionMnist, MissingDirectorySaysWhichPackageToInstall) {
 TEST(FashionMnist, MissingFileIsNamed) {
   ScratchDir dir;
   write_train_split(dir, 2, 28, {1, 2});
-  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTest, dir.path().string()), "read_idx: cannot open '",
+  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTest, dir.path()), "read_idx: cannot open '",
                         dir.file("t10k-images-idx3-ubyte.gz").c_str(), "No such file or directory");
 }
 
 TEST(FashionMnist, ImageLabelCountMismatchIsAnError) {
   ScratchDir dir;
   write_train_split(dir, 3, 28, {1, 2});
-  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path().string()),
+  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path()),
                         "load_fashion_mnist: expected as many labels as images, found 2 labels in '",
                         dir.file("train-labels-idx1-ubyte.gz").c_str(), "and 3 images in '");
 }
@@ -149,7 +149,7 @@ TEST(FashionMnist, ImageLabelCountMismatchIsAnError) {
 TEST(FashionMnist, WrongImageSizeIsAnError) {
   ScratchDir dir;
   write_train_split(dir, 2, 32, {1, 2});
-  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path().string()),
+  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path()),
                         "load_fashion_mnist: expected images of shape [N, 28, 28] in '",
                         dir.file("train-images-idx3-ubyte.gz").c_str(), "found shape [2, 32, 32]");
 }
@@ -158,14 +158,14 @@ TEST(FashionMnist, LabelsOfWrongShapeAreAnError) {
   ScratchDir dir;
   write_train_split(dir, 2, 28, {1, 2});
   write_gzip(dir.file("train-labels-idx1-ubyte.gz"), idx_file({2, 1}, {1, 2}));
-  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path().string()), "expected labels of shape [N] in '",
+  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path()), "expected labels of shape [N] in '",
                         "found shape [2, 1]");
 }
 
 TEST(FashionMnist, LabelOutsideTheClassesIsAnError) {
   ScratchDir dir;
   write_train_split(dir, 3, 28, {1, 10, 2});
-  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path().string()),
+  EXPECT_ERROR_CONTAINS(load_fashion_mnist(Split::kTrain, dir.path()),
                         "load_fashion_mnist: expected labels in 0..9 in '",
                         dir.file("train-labels-idx1-ubyte.gz").c_str(), "found 10 at index 1");
 }

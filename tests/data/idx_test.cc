@@ -78,7 +78,7 @@ TEST(Idx, MissingFileNamesTheFileAndTheReason) {
 
 TEST(Idx, DirectoryIsUnreadable) {
   ScratchDir dir;
-  const std::string path = dir.path().string();
+  const std::string path = dir.path();
   EXPECT_ERROR_CONTAINS(read_idx(path), "read_idx: cannot read '", path.c_str(), "Is a directory");
 }
 

@@ -13,35 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/core/test_util.h"
+
 namespace distgrad::testing {
 
 using Bytes = std::vector<uint8_t>;
-
-// A fresh directory under the system temp directory, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() / (std::string("distgrad_data_") + test->test_suite_name() + "_" +
-                                                      test->name() + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path_); }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  // The path of `name` inside the directory. The string lives as long as the directory, so
-  // its c_str() can be kept (as EXPECT_ERROR_CONTAINS's fragments are).
-  const std::string& file(const std::string& name) {
-    return files_.try_emplace(name, (path_ / name).string()).first->second;
-  }
-
- private:
-  std::filesystem::path path_;
-  std::map<std::string, std::string> files_;  // name -> path
-};
 
 // An IDX header: two zero bytes, the type byte, the dims byte, then big-endian uint32 sizes.
 inline Bytes idx_header(uint8_t type, const std::vector<uint32_t>& sizes) {

@@ -49,26 +49,6 @@ struct Net : nn::Module {
   std::shared_ptr<nn::Sequential> head;
 };
 
-// A fresh directory under gtest's temporary directory, removed with its contents at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "distgrad_nn_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 TEST(Module, NamesNestedEntriesWithDotsInRegistrationOrder) {
   Net net;
   EXPECT_THAT(net.named_parameters().keys(), ElementsAre("scale", "encoder.weight", "encoder.bias", "norm.weight",
@@ -209,7 +189,7 @@ TEST(Module, LoadStateDictShapeMismatchNamesKeyAndShapes) {
 }
 
 TEST(Module, SaveAndLoadThroughSafetensors) {
-  TempDir dir;
+  testing::ScratchDir dir;
   manual_seed(3);
   Net source;
   source.norm->forward(randn({5, 3}));
