@@ -77,8 +77,19 @@ bool tokens_equal(std::string_view a, std::string_view b) {
 
 StatusCode to_status_code(grpc::StatusCode code) { return static_cast<StatusCode>(static_cast<int>(code)); }
 
+// Cuts `message` so that it stays within kMaxStatusMessage once gRPC percent-encodes it for the
+// trailers (3 bytes for each byte outside printable ASCII), at a UTF-8 character boundary.
 grpc::Status to_grpc_status(StatusCode code, std::string message) {
-  if (message.size() > kMaxStatusMessage) message = message.substr(0, kMaxStatusMessage) + " [truncated]";
+  size_t encoded = 0, keep = 0;
+  for (; keep < message.size(); ++keep) {
+    const auto byte = static_cast<unsigned char>(message[keep]);
+    encoded += byte >= 0x20 && byte <= 0x7e && byte != '%' ? 1 : 3;
+    if (encoded > kMaxStatusMessage) break;
+  }
+  if (keep < message.size()) {
+    while (keep > 0 && (static_cast<unsigned char>(message[keep]) & 0xc0) == 0x80) --keep;
+    message = message.substr(0, keep) + " [truncated]";
+  }
   return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(code)), message);
 }
 
@@ -136,7 +147,8 @@ struct Agent::Impl {
   std::vector<std::string> peer_addresses;
   std::mutex peers_mutex;  // guards peers
   std::vector<std::unique_ptr<Peer>> peers;
-  CallHooks hooks;
+  // Read by every call, replaced whole by set_hooks (which may run while calls are served).
+  std::atomic<std::shared_ptr<const CallHooks>> hooks{std::make_shared<const CallHooks>()};
   std::atomic<int64_t> outgoing_in_flight{0};
   int barrier_generation = 0;
   bool stopped = false;
@@ -284,7 +296,8 @@ std::vector<WireTensor> Agent::Impl::to_wire(const std::vector<Tensor>& tensors,
 grpc::ByteBuffer Agent::Impl::encode_request(int to, OutgoingCall& call) {
   wire::CallHeader header;
   AutogradIds ids;
-  if (hooks.before_request) hooks.before_request(to, call.arguments.tensors, ids);
+  const std::shared_ptr<const CallHooks> hooks = this->hooks.load();
+  if (hooks->before_request) hooks->before_request(to, call.arguments.tensors, ids);
   header.set_function(call.function);
   header.set_num_arguments(call.num_arguments);
   header.set_payload_bytes(call.arguments.payload.size());
@@ -309,8 +322,9 @@ grpc::ByteBuffer Agent::Impl::encode_request(int to, OutgoingCall& call) {
 Encoded Agent::Impl::decode_reply(int from, const grpc::ByteBuffer& response) {
   wire::ReplyHeader header;
   DecodedFrame frame = decode_frame(response, header);
-  if (hooks.on_reply) {
-    hooks.on_reply(from, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
+  const std::shared_ptr<const CallHooks> hooks = this->hooks.load();
+  if (hooks->on_reply) {
+    hooks->on_reply(from, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
   }
   return {std::move(frame.payload), std::move(frame.tensors)};
 }
@@ -345,15 +359,16 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
     }
     const int caller = header.caller_rank();
     const bool known_caller = caller >= 0 && caller < world.world_size;
+    const std::shared_ptr<const CallHooks> hooks = this->hooks.load();
     std::shared_ptr<void> scope;
-    if (hooks.on_request && known_caller) {
-      scope = hooks.on_request(caller, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
+    if (hooks->on_request && known_caller) {
+      scope = hooks->on_request(caller, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
     }
     Encoded result = (*handler)(frame.payload, frame.tensors, header.num_arguments());
     scope.reset();
     wire::ReplyHeader reply;
     AutogradIds ids;
-    if (hooks.before_reply && known_caller) hooks.before_reply(caller, result.tensors, ids);
+    if (hooks->before_reply && known_caller) hooks->before_reply(caller, result.tensors, ids);
     reply.set_payload_bytes(result.payload.size());
     reply.set_autograd_context_id(ids.context_id);
     reply.set_autograd_message_id(ids.message_id);
@@ -374,6 +389,8 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
     return to_grpc_status(error.code(), error.what());
   } catch (const std::exception& error) {
     return to_grpc_status(StatusCode::kUnknown, error.what());
+  } catch (...) {  // escaping here would terminate the worker
+    return to_grpc_status(StatusCode::kUnknown, header.function() + " threw an exception that is not a std::exception");
   }
 }
 
@@ -439,7 +456,7 @@ const std::string& Agent::worker_name(int rank) const {
   return impl_->names[rank];
 }
 StoreClient& Agent::store() { return *impl_->store_client; }
-void Agent::set_hooks(CallHooks hooks) { impl_->hooks = std::move(hooks); }
+void Agent::set_hooks(CallHooks hooks) { impl_->hooks.store(std::make_shared<const CallHooks>(std::move(hooks))); }
 
 Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
   Impl::Peer& peer = impl_->peer(to);

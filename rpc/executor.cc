@@ -102,6 +102,8 @@ void Executor::run() {
       task();
     } catch (const std::exception& error) {  // tasks report their own errors; this is a last resort
       std::fprintf(stderr, "distgrad rpc executor: a task threw: %s\n", error.what());
+    } catch (...) {
+      std::fprintf(stderr, "distgrad rpc executor: a task threw something that is not a std::exception\n");
     }
     task = nullptr;
     lock.lock();

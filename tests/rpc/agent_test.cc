@@ -1,0 +1,252 @@
+// Tests of the RPC agent with real processes on loopback: every test runs a scenario of
+// tests/rpc/rpc_test_worker.cc as each rank of a world (tests/rpc/multiprocess.h) and checks
+// how every rank ended and what it printed. The scenarios do the checking inside the workers;
+// a failed check ends the worker with "[workerN] error: ..." and a non-zero code, which the
+// failure message here shows with every rank's output.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <signal.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cuda.h"
+#include "tests/rpc/multiprocess.h"
+
+#ifndef DISTGRAD_RPC_TEST_WORKER
+#error "DISTGRAD_RPC_TEST_WORKER must name the rpc_test_worker binary (tests/rpc/CMakeLists.txt)"
+#endif
+
+namespace distgrad::rpc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kWorker[] = DISTGRAD_RPC_TEST_WORKER;
+constexpr char kDuplicateWorker[] = DISTGRAD_RPC_DUPLICATE_WORKER;
+
+std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_size, const WorldOptions& options = {}) {
+  return run_world(kWorker, {scenario}, world_size, options);
+}
+
+::testing::AssertionResult all_succeeded(const std::vector<ProcessResult>& results) {
+  for (const ProcessResult& result : results) {
+    if (!result.succeeded()) return ::testing::AssertionFailure() << "\n" << describe(results);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The first IPv4 address of this machine outside 127.0.0.0/8, if any.
+std::optional<std::string> non_loopback_ipv4() {
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) != 0) return std::nullopt;
+  std::optional<std::string> found;
+  for (ifaddrs* entry = interfaces; entry != nullptr && !found; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr address = reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr;
+    if ((ntohl(address.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &address, text, sizeof text) != nullptr) found = text;
+  }
+  ::freeifaddrs(interfaces);
+  return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendezvous and lifecycle.
+
+void expect_rendezvous(int world_size) {
+  const std::vector<ProcessResult> results = run_scenario("rendezvous", world_size);
+  ASSERT_TRUE(all_succeeded(results));
+  for (const ProcessResult& result : results) {
+    EXPECT_THAT(result.output, HasSubstr("worker_init_fn ran")) << result;
+    if (result.rank == 0) {
+      EXPECT_THAT(result.output, HasSubstr("main ran")) << result;
+      EXPECT_THAT(result.output, HasSubstr("every worker answered")) << result;
+    } else {
+      EXPECT_THAT(result.output, Not(HasSubstr("main ran"))) << result;
+    }
+  }
+}
+
+TEST(AgentRendezvous, TwoWorkersMeetRunInitEverywhereAndMainOnRankZero) { expect_rendezvous(2); }
+TEST(AgentRendezvous, FourWorkers) { expect_rendezvous(4); }
+TEST(AgentRendezvous, SixteenWorkers) { expect_rendezvous(16); }
+
+TEST(AgentLifecycle, BarrierTimeoutNamesTheMissingWorker) {
+  EXPECT_TRUE(all_succeeded(run_scenario("barrier_timeout", 2)));
+}
+
+TEST(AgentLifecycle, GracefulShutdownAnswersEveryCallInFlight) {
+  const std::vector<ProcessResult> results = run_scenario("shutdown_in_flight", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  for (const ProcessResult& result : results) {
+    EXPECT_THAT(result.output, HasSubstr("graceful shutdown with 200 calls in flight")) << result;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls.
+
+TEST(AgentCalls, EveryCodecTypeRoundTripsThroughAnotherWorkerAndItself) {
+  const std::vector<ProcessResult> results = run_scenario("codecs", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("values round-tripped through worker1 and worker0")) << results[0];
+}
+
+TEST(AgentCalls, AsyncFanOutOfTenThousandCalls) {
+  const std::vector<ProcessResult> results = run_scenario("fanout", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("10000 async calls answered")) << results[0];
+}
+
+TEST(AgentCalls, NestedCallsThreeDeepAcrossThreeWorkers) {
+  const std::vector<ProcessResult> results = run_scenario("nested", 3);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("worker0->worker1->worker2->worker0")) << results[0];
+}
+
+TEST(AgentCalls, HooksSetIdsThatArriveWithTheTensorCountsOnBothSides) {
+  const std::vector<ProcessResult> results = run_scenario("hooks", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("ids and tensor counts arrived on both sides")) << results[0];
+}
+
+TEST(AgentCalls, DeviceMapsKeepCudaTensorsOnTheMappedDevice) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  EXPECT_TRUE(all_succeeded(run_scenario("device_maps", 2)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors.
+
+TEST(AgentErrors, RemoteExceptionNamesTheWorkerTheFunctionAndTheMessage) {
+  const std::vector<ProcessResult> results = run_scenario("remote_exception", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("remote exception in raise_error on worker1: the original message"))
+      << results[0];
+}
+
+TEST(AgentErrors, UnknownFunctionIsNotFoundNamingIt) {
+  const std::vector<ProcessResult> results = run_scenario("unknown_function", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("NOT_FOUND")) << results[0];
+}
+
+TEST(AgentErrors, WrongArgumentTypesAndCountsAreInvalidArgument) {
+  const std::vector<ProcessResult> results = run_scenario("bad_arguments", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("INVALID_ARGUMENT")) << results[0];
+}
+
+TEST(AgentErrors, CallTimeoutIsDeadlineExceededWithinASecond) {
+  const std::vector<ProcessResult> results = run_scenario("timeouts", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("DEADLINE_EXCEEDED")) << results[0];
+}
+
+TEST(AgentErrors, DuplicateFunctionNamesRefuseToStart) {
+  const std::vector<ProcessResult> results = run_world(kDuplicateWorker, {}, 2, {}, std::chrono::seconds(60));
+  for (const ProcessResult& result : results) {
+    EXPECT_EQ(result.exit_code, 1) << result;
+    EXPECT_THAT(result.output, HasSubstr("the function name 'twice_named' is registered twice")) << result;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures of workers.
+
+TEST(AgentFailures, PeerKilledMidCallFailsTheCallWithoutAHang) {
+  const std::vector<ProcessResult> results = run_scenario("peer_killed", 2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0].succeeded()) << describe(results);
+  EXPECT_EQ(results[1].signal, SIGKILL) << describe(results);
+  EXPECT_FALSE(results[1].timed_out || results[1].cut_short) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("the killed peer's call failed")) << results[0];
+}
+
+TEST(AgentFailures, GracefulShutdownReportsAWorkerThatExitedWithoutIt) {
+  const std::vector<ProcessResult> results = run_scenario("dead_at_shutdown", 2);
+  EXPECT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("worker1 exited before reaching it")) << results[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Security and malformed input.
+
+TEST(AgentSecurity, RawCallsWithoutTheJobTokenAreUnauthenticated) {
+  WorldOptions options;
+  options.env["DISTGRAD_TOKEN"] = "agent-test-token-0123456789";
+  const std::vector<ProcessResult> results = run_scenario("security_token", 2, options);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("no token: UNAUTHENTICATED")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("a wrong token: UNAUTHENTICATED")) << results[0];
+}
+
+TEST(AgentSecurity, NonLoopbackMasterWithoutATokenIsRefused) {
+  const std::optional<std::string> address = non_loopback_ipv4();
+  if (!address) GTEST_SKIP() << "this machine has no IPv4 address outside 127.0.0.0/8";
+  WorldOptions options;
+  options.env["MASTER_ADDR"] = *address;
+  const std::vector<ProcessResult> results = run_scenario("insecure_refused", 1, options);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("DISTGRAD_TOKEN")) << results[0];
+}
+
+TEST(AgentSecurity, NonLoopbackMasterWorksWithInsecureOptInOrAToken) {
+  const std::optional<std::string> address = non_loopback_ipv4();
+  if (!address) GTEST_SKIP() << "this machine has no IPv4 address outside 127.0.0.0/8";
+  WorldOptions insecure;
+  insecure.env = {{"MASTER_ADDR", *address}, {"DISTGRAD_INSECURE", "1"}};
+  EXPECT_TRUE(all_succeeded(run_scenario("simple_call", 2, insecure)));
+  WorldOptions with_token;
+  with_token.env = {{"MASTER_ADDR", *address}, {"DISTGRAD_TOKEN", "agent-test-token"}};
+  EXPECT_TRUE(all_succeeded(run_scenario("simple_call", 2, with_token)));
+}
+
+TEST(AgentSecurity, GarbageAndTruncatedFramesAreInvalidArgumentAndTheWorkerSurvives) {
+  const std::vector<ProcessResult> results = run_scenario("garbage_frames", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("malformed calls refused")) << results[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness itself.
+
+TEST(RunWorld, ReportsExitCodesSignalsOutputAndTimeouts) {
+  const std::vector<ProcessResult> results = run_world(
+      "/bin/sh",
+      {"-c",
+       "echo rank=$RANK of $WORLD_SIZE at $MASTER_ADDR $EXTRA; "
+       "echo to-stderr >&2; "
+       "if [ $RANK = 1 ]; then kill -9 $$; fi; "
+       "if [ $RANK = 2 ]; then sleep 30; fi; exit $RANK"},
+      3, WorldOptions{{{"EXTRA", "x"}}, {{0, {{"EXTRA", "y"}}}}, std::chrono::seconds(2), std::chrono::seconds(0)});
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].exit_code, 0);
+  EXPECT_THAT(results[0].output, HasSubstr("rank=0 of 3 at 127.0.0.1 y\nto-stderr"));
+  EXPECT_EQ(results[1].signal, SIGKILL);
+  EXPECT_THAT(results[1].output, HasSubstr("rank=1 of 3 at 127.0.0.1 x"));
+  EXPECT_TRUE(results[2].timed_out);
+  EXPECT_EQ(results[2].signal, SIGKILL);
+  EXPECT_LT(results[2].seconds, 10);
+  EXPECT_THAT(describe(results), HasSubstr("rank 2: timed out and was killed"));
+}
+
+TEST(RunWorld, KillsTheOthersAfterAFailureAndItsGrace) {
+  const std::vector<ProcessResult> results =
+      run_world("/bin/sh", {"-c", "if [ $RANK = 0 ]; then exit 3; fi; sleep 30"}, 2,
+                WorldOptions{{}, {}, std::chrono::seconds(60), std::chrono::seconds(1)});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].exit_code, 3);
+  EXPECT_TRUE(results[1].cut_short);
+  EXPECT_LT(results[1].seconds, 10);
+}
+
+}  // namespace
+}  // namespace distgrad::rpc::testing
