@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/cuda.h"
+#include "tests/core/test_util.h"
 #include "tests/rpc/multiprocess.h"
 
 #ifndef DISTGRAD_RPC_TEST_WORKER
@@ -186,6 +187,24 @@ TEST(AgentSecurity, RawCallsWithoutTheJobTokenAreUnauthenticated) {
   ASSERT_TRUE(all_succeeded(results));
   EXPECT_THAT(results[0].output, HasSubstr("no token: UNAUTHENTICATED")) << results[0];
   EXPECT_THAT(results[0].output, HasSubstr("a wrong token: UNAUTHENTICATED")) << results[0];
+}
+
+TEST(AgentSecurity, TlsCarriesTheJobAndRefusesPlaintextClients) {
+  if (std::system("command -v openssl > /dev/null 2>&1") != 0) GTEST_SKIP() << "openssl is not installed";
+  const distgrad::testing::ScratchDir dir;
+  const std::string cert = dir.file("cert.pem"), key = dir.file("key.pem");
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=distgrad -addext "
+      "subjectAltName=DNS:distgrad -keyout " +
+      key + " -out " + cert + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  WorldOptions options;
+  options.env["DISTGRAD_TLS_CERT"] = cert;
+  options.env["DISTGRAD_TLS_KEY"] = key;
+  options.env["DISTGRAD_TOKEN"] = "agent-test-token-tls";
+  const std::vector<ProcessResult> results = run_scenario("tls", 2, options);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("plaintext client: UNAVAILABLE")) << results[0];
 }
 
 TEST(AgentSecurity, NonLoopbackMasterWithoutATokenIsRefused) {

@@ -1217,6 +1217,21 @@ int device_maps() {
                        options);
 }
 
+// With DISTGRAD_TLS_* set: calls work, and a plaintext client cannot talk to a worker.
+int tls() {
+  return auto_init_rpc(nullptr, rank_zero_only([] {
+                         require(rpc_sync(1, &add_ints, int64_t{20}, int64_t{22}) == 42, "a call over TLS failed");
+                         const std::unique_ptr<grpc::GenericStub> plaintext = raw_stub(1);
+                         grpc::ByteBuffer response;
+                         const char* token = std::getenv("DISTGRAD_TOKEN");
+                         const grpc::Status status =
+                             raw_call(*plaintext, add_ints_frame(1, 2),
+                                      token != nullptr ? std::optional<std::string>(token) : std::nullopt, &response);
+                         require(!status.ok(), "a plaintext client was answered by a TLS worker");
+                         say("plaintext client: ", status_code_name(static_cast<StatusCode>(status.error_code())));
+                       }));
+}
+
 const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
       {"rendezvous", rendezvous},
@@ -1237,6 +1252,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"shutdown_in_flight", shutdown_in_flight},
       {"hooks", hooks},
       {"device_maps", device_maps},
+      {"tls", tls},
   };
   return *table;
 }
