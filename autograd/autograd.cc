@@ -60,7 +60,9 @@ std::vector<Edge> input_edges(const char* op, const TensorList& inputs) {
 void backward(const TensorList& outputs, const TensorList& grad_outputs, std::optional<bool> retain_graph,
               bool create_graph, const TensorList& inputs) {
   Roots roots = make_roots("backward", outputs, grad_outputs);
-  const ExecuteOptions options{.keep_graph = retain_graph.value_or(create_graph), .create_graph = create_graph};
+  ExecuteOptions options;
+  options.keep_graph = retain_graph.value_or(create_graph);
+  options.create_graph = create_graph;
   if (inputs.empty()) {
     Engine::execute(roots.edges, std::move(roots.grads), options);
     return;
@@ -79,7 +81,9 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
   Roots roots = make_roots("grad", outputs, grad_outputs);
   DISTGRAD_CHECK(!inputs.empty(), "grad: expected at least one input to differentiate with respect to");
   const std::vector<Edge> edges = input_edges("grad", inputs);
-  const ExecuteOptions options{.keep_graph = retain_graph.value_or(create_graph), .create_graph = create_graph};
+  ExecuteOptions options;
+  options.keep_graph = retain_graph.value_or(create_graph);
+  options.create_graph = create_graph;
   TensorList captured = Engine::execute(roots.edges, std::move(roots.grads), options, edges);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (meta_of(inputs[i])->grad_fn == nullptr) captured[i] = run_leaf_hooks(inputs[i], captured[i]);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "autograd/accumulate_grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -127,6 +128,13 @@ class GraphTask {
     if (!state.must_apply) return TensorList(node.num_outputs());
     const bool any_defined = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined(); });
     if (!any_defined && node.num_inputs() > 0) return TensorList(node.num_outputs());
+    if (options_.accumulate_leaf) {
+      if (const auto* accumulate = dynamic_cast<const AccumulateGrad*>(&node)) {
+        const Tensor& leaf = accumulate->variable();
+        options_.accumulate_leaf(leaf, run_leaf_hooks(leaf, std::move(inputs[0])));
+        return {};
+      }
+    }
     TensorList outputs;
     {
       GradModeGuard grad_mode(options_.create_graph);

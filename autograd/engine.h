@@ -14,6 +14,7 @@
 // The user-facing entry points are autograd::backward and autograd::grad (autograd/autograd.h).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "autograd/node.h"
@@ -23,6 +24,9 @@ namespace distgrad::autograd {
 struct ExecuteOptions {
   bool keep_graph = false;    // keep saved tensors for another backward pass
   bool create_graph = false;  // record the backward pass itself
+  // When set, a leaf's gradient (after its hooks) goes here instead of into its grad():
+  // distributed autograd accumulates leaves into the backward pass's context.
+  std::function<void(const Tensor& leaf, const Tensor& grad)> accumulate_leaf;
 };
 
 class Engine {

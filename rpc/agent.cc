@@ -19,6 +19,7 @@
 #include "rpc/credentials.h"
 #include "rpc/executor.h"
 #include "rpc/frame.h"
+#include "rpc/rpc.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -64,6 +65,17 @@ std::string local_address_towards(const std::string& host, int port) {
   }
   close(fd);
   return address;
+}
+
+// The hooks of install_call_hooks, and the agents to tell when they change.
+std::mutex installed_hooks_mutex;
+std::shared_ptr<const CallHooks>& installed_hooks_slot() {
+  static auto* hooks = new std::shared_ptr<const CallHooks>(std::make_shared<const CallHooks>());
+  return *hooks;
+}
+std::shared_ptr<const CallHooks> installed_hooks() {
+  std::lock_guard<std::mutex> lock(installed_hooks_mutex);
+  return installed_hooks_slot();
 }
 
 bool tokens_equal(std::string_view a, std::string_view b) {
@@ -148,7 +160,7 @@ struct Agent::Impl {
   std::mutex peers_mutex;  // guards peers
   std::vector<std::unique_ptr<Peer>> peers;
   // Read by every call, replaced whole by set_hooks (which may run while calls are served).
-  std::atomic<std::shared_ptr<const CallHooks>> hooks{std::make_shared<const CallHooks>()};
+  std::atomic<std::shared_ptr<const CallHooks>> hooks{installed_hooks()};
   std::atomic<int64_t> outgoing_in_flight{0};
   int barrier_generation = 0;
   bool stopped = false;
@@ -288,7 +300,7 @@ std::vector<WireTensor> Agent::Impl::to_wire(const std::vector<Tensor>& tensors,
     for (const auto& [from, to] : map) {
       if (from == tensor.device()) target = to;
     }
-    wire.push_back({ops::contiguous(ops::to(tensor, Device::cpu())), target});
+    wire.push_back({ops::contiguous(ops::to(tensor, Device::cpu())), target, tensor.requires_grad()});
   }
   return wire;
 }
@@ -324,7 +336,8 @@ Encoded Agent::Impl::decode_reply(int from, const grpc::ByteBuffer& response) {
   DecodedFrame frame = decode_frame(response, header);
   const std::shared_ptr<const CallHooks> hooks = this->hooks.load();
   if (hooks->on_reply) {
-    hooks->on_reply(from, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
+    hooks->on_reply(from, frame.tensors, frame.requires_grad,
+                    {header.autograd_context_id(), header.autograd_message_id()});
   }
   return {std::move(frame.payload), std::move(frame.tensors)};
 }
@@ -362,10 +375,10 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
     const std::shared_ptr<const CallHooks> hooks = this->hooks.load();
     std::shared_ptr<void> scope;
     if (hooks->on_request && known_caller) {
-      scope = hooks->on_request(caller, frame.tensors, {header.autograd_context_id(), header.autograd_message_id()});
+      scope = hooks->on_request(caller, frame.tensors, frame.requires_grad,
+                                {header.autograd_context_id(), header.autograd_message_id()});
     }
     Encoded result = (*handler)(frame.payload, frame.tensors, header.num_arguments());
-    scope.reset();
     wire::ReplyHeader reply;
     AutogradIds ids;
     if (hooks->before_reply && known_caller) hooks->before_reply(caller, result.tensors, ids);
@@ -380,6 +393,7 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
     const std::vector<WireTensor> tensors = to_wire(result.tensors, back);
     for (const WireTensor& tensor : tensors) describe_tensor(tensor, reply.add_tensors());
     *response = encode_frame(reply, std::move(result.payload), tensors);
+    scope.reset();
     return grpc::Status::OK;
   } catch (const CodecError& error) {
     return to_grpc_status(StatusCode::kInvalidArgument,
@@ -456,6 +470,15 @@ const std::string& Agent::worker_name(int rank) const {
   return impl_->names[rank];
 }
 StoreClient& Agent::store() { return *impl_->store_client; }
+void install_call_hooks(CallHooks hooks) {
+  auto shared = std::make_shared<const CallHooks>(std::move(hooks));
+  {
+    std::lock_guard<std::mutex> lock(installed_hooks_mutex);
+    installed_hooks_slot() = shared;
+  }
+  if (is_initialized()) agent().set_hooks(*shared);
+}
+
 void Agent::set_hooks(CallHooks hooks) { impl_->hooks.store(std::make_shared<const CallHooks>(std::move(hooks))); }
 
 Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {

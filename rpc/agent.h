@@ -43,14 +43,23 @@ struct AutogradIds {
 struct CallHooks {
   // Caller: before a request to `to` leaves; may set the ids.
   std::function<void(int to, const std::vector<Tensor>& tensors, AutogradIds& ids)> before_request;
-  // Callee: a request from `from` arrived (its tensors decoded); the returned object is kept
-  // alive while the function runs (for thread-local state).
-  std::function<std::shared_ptr<void>(int from, std::vector<Tensor>& tensors, const AutogradIds& ids)> on_request;
+  // Callee: a request from `from` arrived (its tensors decoded; `requires_grad` says which of the
+  // sender's did). The returned object is kept alive while the function runs and its reply is
+  // prepared (for thread-local state such as the current autograd context).
+  std::function<std::shared_ptr<void>(int from, std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
+                                      const AutogradIds& ids)>
+      on_request;
   // Callee: before the reply to `to` leaves; may set the ids.
   std::function<void(int to, const std::vector<Tensor>& tensors, AutogradIds& ids)> before_reply;
-  // Caller: the reply from `from` arrived (its tensors decoded).
-  std::function<void(int from, std::vector<Tensor>& tensors, const AutogradIds& ids)> on_reply;
+  // Caller: the reply from `from` arrived (as on_request).
+  std::function<void(int from, std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
+                     const AutogradIds& ids)>
+      on_reply;
 };
+
+// The hooks every agent of this process uses (the distributed autograd layer installs its own
+// when linked in); applies to the running agent too.
+void install_call_hooks(CallHooks hooks);
 
 // A call about to be made.
 struct OutgoingCall {
@@ -85,6 +94,7 @@ class Agent {
   void shutdown(bool graceful);
 
   StoreClient& store();
+  // Replaces this agent's hooks (install_call_hooks sets them for every agent).
   void set_hooks(CallHooks hooks);
 
  private:

@@ -149,6 +149,7 @@ void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta) {
   meta->set_device_type(static_cast<int32_t>(tensor.target_device.type));
   meta->set_device_index(tensor.target_device.index);
   meta->set_nbytes(tensor.data.numel() * tensor.data.element_size());
+  meta->set_requires_grad(tensor.requires_grad);
 }
 
 grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::string payload,
@@ -188,7 +189,10 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header) {
   }
   frame.payload = reader.read_string(header.payload_bytes());
   frame.tensors.reserve(header.tensors_size());
-  for (int i = 0; i < header.tensors_size(); ++i) frame.tensors.push_back(read_tensor(reader, header.tensors(i), i));
+  for (int i = 0; i < header.tensors_size(); ++i) {
+    frame.tensors.push_back(read_tensor(reader, header.tensors(i), i));
+    frame.requires_grad.push_back(header.tensors(i).requires_grad());
+  }
   if (reader.remaining() != 0) {
     throw CodecError(std::to_string(reader.remaining()) + " bytes follow the last tensor");
   }

@@ -22,6 +22,7 @@ namespace distgrad::rpc {
 struct WireTensor {
   Tensor data;           // contiguous, on the CPU
   Device target_device;  // the receiver's device for it
+  bool requires_grad = false;
 };
 
 // The metadata of a wire tensor.
@@ -35,7 +36,8 @@ grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::
 // The parts of a received frame. Throws CodecError naming what is malformed.
 struct DecodedFrame {
   std::string payload;
-  std::vector<Tensor> tensors;  // on the devices the header names
+  std::vector<Tensor> tensors;      // on the devices the header names, without autograd state
+  std::vector<bool> requires_grad;  // per tensor: whether the sender's required grad
 };
 template <typename Header>
 DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header);

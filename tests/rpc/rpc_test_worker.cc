@@ -390,7 +390,8 @@ CallHooks recording_hooks() {
     std::lock_guard<std::mutex> lock(seen_mutex);
     requests_sent.push_back({to, static_cast<int64_t>(tensors.size()), ids});
   };
-  hooks.on_request = [](int from, std::vector<Tensor>& tensors, const AutogradIds& ids) -> std::shared_ptr<void> {
+  hooks.on_request = [](int from, std::vector<Tensor>& tensors, const std::vector<bool>&,
+                        const AutogradIds& ids) -> std::shared_ptr<void> {
     {
       std::lock_guard<std::mutex> lock(seen_mutex);
       requests_seen.push_back({from, static_cast<int64_t>(tensors.size()), ids});
@@ -402,7 +403,7 @@ CallHooks recording_hooks() {
     ids.context_id = reply_context(get_rank());
     ids.message_id = next_message_id++;
   };
-  hooks.on_reply = [](int from, std::vector<Tensor>& tensors, const AutogradIds& ids) {
+  hooks.on_reply = [](int from, std::vector<Tensor>& tensors, const std::vector<bool>&, const AutogradIds& ids) {
     std::lock_guard<std::mutex> lock(seen_mutex);
     replies_seen.push_back({from, static_cast<int64_t>(tensors.size()), ids});
   };
