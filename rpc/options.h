@@ -25,7 +25,7 @@ struct RpcOptions {
   // Where this worker's CUDA tensors go on each other worker: device_maps["worker1"] =
   // {{cuda:0, cuda:1}} sends cuda:0 tensors to worker1's cuda:1. Unmapped devices send to the
   // CPU. Result tensors come back through the inverse map.
-  std::map<std::string, std::vector<std::pair<Device, Device>>> device_maps;
+  std::map<std::string, std::vector<std::pair<Device, Device>>> device_maps = {};
 };
 
 }  // namespace distgrad::rpc

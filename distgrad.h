@@ -1,0 +1,35 @@
+// distgrad's user API in one include: tensors and differentiable ops, autograd (local and
+// distributed), modules, optimizers, data, RPC and the map-reduce calls.
+//
+//   #include "distgrad.h"
+//   namespace dg = distgrad;
+#pragma once
+
+#include "autograd/autograd.h"
+#include "autograd/distributed/dist_autograd.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "core/cuda.h"
+#include "core/ops.h"
+#include "core/safetensors.h"
+#include "data/data_loader.h"
+#include "data/fashion_mnist.h"
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/conv2d.h"
+#include "nn/flatten.h"
+#include "nn/functional_call.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/module.h"
+#include "nn/pooling.h"
+#include "nn/sequential.h"
+#include "optim/adam.h"
+#include "optim/meta_adam.h"
+#include "optim/meta_sgd.h"
+#include "optim/sgd.h"
+#include "partition/partitioner.h"
+#include "partition/reducer.h"
+#include "partition/remote_call.h"
+#include "rpc/rpc.h"

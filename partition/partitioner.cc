@@ -1,0 +1,59 @@
+#include "partition/partitioner.h"
+
+namespace distgrad {
+
+DimPartitioner::DimPartitioner(int64_t dim, DimPartitionerOptions options) : dim_(dim), options_(std::move(options)) {
+  DISTGRAD_CHECK(options_.keepdim || options_.exclusive,
+                 "dim_partitioner: keepdim=false should be used with exclusive=true (a chunk of several samples "
+                 "cannot drop the dim)");
+}
+
+DimPartitioner dim_partitioner(int64_t dim, DimPartitionerOptions options) {
+  return DimPartitioner(dim, std::move(options));
+}
+
+void DimPartitioner::check_batch(const Tensor& tensor, int64_t& batch) const {
+  DISTGRAD_CHECK(tensor.dim() > 0, "dim_partitioner: cannot split a 0-dim tensor on dim=", dim_,
+                 " (wrap scalars in a non-tensor type to broadcast them)");
+  const int64_t size = tensor.size(wrap_dim(dim_, tensor.dim(), "dim_partitioner"));
+  if (batch < 0) {
+    batch = size;
+    return;
+  }
+  DISTGRAD_CHECK(size == batch, "Batch size mismatch on dim=", dim_, ". Expected ", batch, ", got ", size,
+                 " (shape: ", shape_str(tensor.sizes()), ").");
+}
+
+std::vector<int> DimPartitioner::worker_list() const {
+  const int world_size = rpc::get_world_size();
+  if (options_.workers.empty()) {
+    std::vector<int> workers(world_size);
+    for (int rank = 0; rank < world_size; ++rank) workers[rank] = rank;
+    return workers;
+  }
+  for (int worker : options_.workers) {
+    DISTGRAD_CHECK(worker >= 0 && worker < world_size, "dim_partitioner: worker ", worker,
+                   " is not a rank of this world of ", world_size);
+  }
+  return options_.workers;
+}
+
+std::vector<DimPartitioner::Range> DimPartitioner::split(int64_t batch, int64_t num_workers) const {
+  std::vector<Range> ranges;
+  if (options_.exclusive || batch <= num_workers) {
+    for (int64_t i = 0; i < batch; ++i) ranges.push_back({i, i + 1});
+    return ranges;
+  }
+  const int64_t chunk = batch / num_workers;
+  for (int64_t i = 0; i < num_workers; ++i) ranges.push_back({i * chunk, (i + 1) * chunk});
+  ranges.back().end = batch;
+  return ranges;
+}
+
+Tensor DimPartitioner::slice(const Tensor& tensor, Range range) const {
+  const int64_t dim = wrap_dim(dim_, tensor.dim(), "dim_partitioner");
+  if (!options_.keepdim) return distgrad::select(tensor, dim, range.begin);
+  return distgrad::narrow(tensor, dim, range.begin, range.end - range.begin);
+}
+
+}  // namespace distgrad

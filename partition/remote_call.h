@@ -1,0 +1,136 @@
+// Map-reduce calls: a registered function run as several RPCs, its results folded into one
+// (TorchOpt's remote_async_call / remote_sync_call / parallelize).
+//
+// The partitioner (partition/partitioner.h) maps the call's arguments to the calls to make —
+// or, given a worker (a rank or a name), the whole call runs there unsplit; each call is an
+// rpc_async of the function; the reducer (partition/reducer.h) folds the results, in partition
+// order. Without a reducer the results come back as a std::vector. A failed call fails the
+// whole call with its RemoteError (naming the worker). Inside an autograd::Context the splits,
+// the calls and the reduction are all differentiable.
+//
+//   auto fut = dg::remote_async_call(fn, dg::args(params, batch), dg::batch_partitioner, dg::mean_reducer);
+//   auto r   = dg::remote_sync_call(fn, dg::args(x), 1);                       // on worker 1, unsplit
+//   auto all = dg::remote_sync_call(fn, dg::args(x), dg::batch_partitioner);   // std::vector<R>
+//
+// parallelize(fn, partitioner, reducer) returns a callable with fn's own parameter list that
+// makes the call: without a partitioner it uses batch_partitioner and mean_reducer; with a
+// partitioner and no reducer it returns the unreduced list. parallelize_async returns futures.
+//
+//   auto meta_loss = dg::parallelize(adapt_and_eval, dg::dim_partitioner(0, {.exclusive = true,
+//                                    .keepdim = false}), dg::mean_reducer);
+//   dg::Tensor loss = meta_loss(params, tasks, inner_steps);
+#pragma once
+
+#include <chrono>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "partition/partitioner.h"
+#include "partition/reducer.h"
+#include "rpc/rpc.h"
+
+namespace distgrad {
+
+// "No reducer": a partitioned call returns its results as a std::vector.
+struct NoReducer {};
+
+namespace partition_detail {
+
+// The calls `partitioner` makes of `arguments`: a worker given by rank or name runs it unsplit;
+// otherwise the partitioner is called with the arguments as a tuple or one by one.
+template <typename Arguments, typename Partitioner>
+std::vector<std::pair<int, Arguments>> calls_of(const Partitioner& partitioner, const Arguments& arguments) {
+  if constexpr (std::is_constructible_v<rpc::WorkerRef, const Partitioner&>) {
+    return {{rpc::WorkerRef(partitioner).rank(), arguments}};
+  } else if constexpr (std::is_invocable_v<const Partitioner&, const Arguments&>) {
+    return partitioner(arguments);
+  } else {
+    static_assert(std::is_invocable_v<decltype(std::apply<const Partitioner&, const Arguments&>), const Partitioner&,
+                                      const Arguments&>,
+                  "a partitioner is a worker (rank or name), a DimPartitioner, or a callable from the call's "
+                  "arguments to std::vector<std::pair<int, std::tuple<...>>>");
+    return std::apply(partitioner, arguments);
+  }
+}
+
+}  // namespace partition_detail
+
+template <typename R, typename... Params, typename Arguments, typename Partitioner = DimPartitioner,
+          typename Reducer = NoReducer>
+auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
+                       const Partitioner& partitioner = batch_partitioner, const Reducer& reducer = {},
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+  using Typed = std::tuple<std::decay_t<Params>...>;
+  using Result = std::decay_t<R>;
+  static_assert(std::tuple_size_v<Arguments> == sizeof...(Params),
+                "remote call: the arguments (dg::args(...)) do not match the function's parameter count");
+  const Typed typed = std::make_from_tuple<Typed>(arguments);
+  const std::chrono::milliseconds deadline = timeout.count() < 0 ? rpc::default_timeout() : timeout;
+  const std::vector<std::pair<int, Typed>> calls = partition_detail::calls_of(partitioner, typed);
+  DISTGRAD_CHECK(!calls.empty(), "remote call of ", rpc::detail::registered_name(
+                                     reinterpret_cast<rpc::FunctionAddress>(function)),
+                 ": the partitioner made no calls");
+  std::vector<rpc::Future<Result>> futures;
+  futures.reserve(calls.size());
+  for (const auto& [worker, call_arguments] : calls) {
+    futures.push_back(std::apply(
+        [&](const auto&... values) { return rpc::rpc_async_with_timeout(worker, deadline, function, values...); },
+        call_arguments));
+  }
+  auto results = rpc::collect_all(std::move(futures)).then([](const rpc::Future<std::vector<rpc::Future<Result>>>& done) {
+    return rpc::wait_all(done.get());
+  });
+  if constexpr (std::is_same_v<Reducer, NoReducer>) {
+    return results;
+  } else {
+    return results.then([reducer](const auto& done) { return reducer(done.get()); });
+  }
+}
+
+template <typename R, typename... Params, typename Arguments, typename Partitioner = DimPartitioner,
+          typename Reducer = NoReducer>
+auto remote_sync_call(R (*function)(Params...), const Arguments& arguments,
+                      const Partitioner& partitioner = batch_partitioner, const Reducer& reducer = {},
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+  return remote_async_call(function, arguments, partitioner, reducer, timeout).get();
+}
+
+template <typename R, typename... Params, typename Partitioner, typename Reducer>
+auto parallelize_async(R (*function)(Params...), Partitioner partitioner, Reducer reducer) {
+  return [function, partitioner = std::move(partitioner), reducer = std::move(reducer)](Params... arguments) {
+    return remote_async_call(function, std::tuple<std::decay_t<Params>...>(arguments...), partitioner, reducer);
+  };
+}
+template <typename R, typename... Params, typename Partitioner>
+auto parallelize_async(R (*function)(Params...), Partitioner partitioner) {
+  return parallelize_async(function, std::move(partitioner), NoReducer{});
+}
+template <typename R, typename... Params>
+auto parallelize_async(R (*function)(Params...)) {
+  return parallelize_async(function, batch_partitioner, mean_reducer);
+}
+
+template <typename R, typename... Params, typename Partitioner, typename Reducer>
+auto parallelize_sync(R (*function)(Params...), Partitioner partitioner, Reducer reducer) {
+  return [call = parallelize_async(function, std::move(partitioner), std::move(reducer))](Params... arguments) {
+    return call(arguments...).get();
+  };
+}
+template <typename R, typename... Params, typename Partitioner>
+auto parallelize_sync(R (*function)(Params...), Partitioner partitioner) {
+  return parallelize_sync(function, std::move(partitioner), NoReducer{});
+}
+template <typename R, typename... Params>
+auto parallelize_sync(R (*function)(Params...)) {
+  return parallelize_sync(function, batch_partitioner, mean_reducer);
+}
+
+// parallelize is parallelize_sync.
+template <typename R, typename... Params, typename... Rest>
+auto parallelize(R (*function)(Params...), Rest&&... partitioner_and_reducer) {
+  return parallelize_sync(function, std::forward<Rest>(partitioner_and_reducer)...);
+}
+
+}  // namespace distgrad
