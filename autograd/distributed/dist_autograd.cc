@@ -54,8 +54,8 @@ void release_graph_from(const std::vector<std::shared_ptr<Node>>& roots) {
 
 void propagate_gradients(int64_t context_id, int64_t message_id, std::vector<Tensor> grads, bool retain_graph) {
   ContextPtr context = ContextContainer::instance().find(context_id);
-  DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ",
-                 this_worker(), " (it was released, or the forward pass never reached this worker)");
+  DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ", this_worker(),
+                 " (it was released, or the forward pass never reached this worker)");
   std::shared_ptr<SendBackward> send = context->send(message_id);
   DISTGRAD_CHECK(grads.size() == send->num_inputs(), "distributed autograd: message ", message_id, " carried ",
                  send->num_inputs(), " tensors but ", grads.size(), " gradients came back");
@@ -204,8 +204,7 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
 
 }  // namespace
 
-void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads,
-                    bool retain_graph) {
+void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads, bool retain_graph) {
   RetainGraphScope retain(retain_graph);
   ExecuteOptions options;
   options.keep_graph = true;  // Note [Graphs kept through a pass]
@@ -243,9 +242,8 @@ void backward(const Context& context, const TensorList& roots, bool retain_graph
   DISTGRAD_CHECK(state != nullptr, "backward: context ", context.id(), " was released (a failed pass releases it)");
   std::vector<distributed::LeafGradient> pass = distributed::run_pass(*state, roots, retain_graph, "backward");
   for (const distributed::LeafGradient& entry : pass) {
-    const bool wanted = inputs.empty() || std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& input) {
-                          return input.is_same(entry.leaf);
-                        });
+    const bool wanted = inputs.empty() || std::any_of(inputs.begin(), inputs.end(),
+                                                      [&](const Tensor& input) { return input.is_same(entry.leaf); });
     NoGradGuard no_grad;
     if (wanted) accumulate_grad(entry.leaf, entry.grad);
   }

@@ -52,8 +52,8 @@ void backward(const Context& context, const TensorList& roots, bool retain_graph
               const TensorList& inputs = {});
 // The same pass, leaving .grad() alone: returns the context's gradients of `inputs` (leaves of
 // this worker). An input without one is an error unless `allow_unused` (then undefined).
-TensorList grad(const Context& context, const TensorList& outputs, const TensorList& inputs,
-                bool retain_graph = false, bool allow_unused = false);
+TensorList grad(const Context& context, const TensorList& outputs, const TensorList& inputs, bool retain_graph = false,
+                bool allow_unused = false);
 
 // The gradients accumulated in the context for this worker's leaves.
 class GradientMap {

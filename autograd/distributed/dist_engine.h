@@ -20,8 +20,7 @@ namespace distgrad::autograd::distributed {
 
 // Runs this worker's part of a pass: the local engine from `roots` (edges) with `grads`,
 // accumulating leaves into `context`.
-void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads,
-                    bool retain_graph);
+void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads, bool retain_graph);
 
 // RecvBackward's transport: sends `grads` (one per tensor of the message) to the SendBackward of
 // `message_id` on `worker` and waits until that worker's part of the pass (and everything it

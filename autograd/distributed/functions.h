@@ -32,8 +32,7 @@ class RecvBackward final : public Node {
  public:
   // `slots[i]` is the index in the message of this node's input slot i; `message_size` the
   // number of tensors of the message.
-  RecvBackward(int64_t context_id, int64_t message_id, int from_worker, std::vector<size_t> slots,
-               size_t message_size);
+  RecvBackward(int64_t context_id, int64_t message_id, int from_worker, std::vector<size_t> slots, size_t message_size);
 
   TensorList apply(TensorList&& grads) override;
   std::string name() const override { return "RecvBackward"; }
