@@ -9,12 +9,16 @@
 // the program exits non-zero when training did not reduce it at least twofold.
 //
 //   build/examples/maml_sinusoid_local [--iterations 2000] [--meta_batch 16] [--inner_steps 5]
+//
+// With --dump_gradients PATH it writes the meta-gradients of the first iteration to PATH
+// (safetensors) and stops, for comparison with the distributed example (examples/maml_sinusoid).
 #include <cstdio>
-#include <iostream>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "core/safetensors.h"
 #include "examples/progress.h"
 #include "examples/sinusoid.h"
 #include "nn/functional_call.h"
@@ -30,6 +34,7 @@ ABSL_FLAG(double, inner_lr, 0.01, "learning rate of the inner SGD steps");
 ABSL_FLAG(double, outer_lr, 1e-3, "learning rate of the outer Adam optimizer");
 ABSL_FLAG(int, eval_tasks, 200, "fresh tasks for the meta-test loss");
 ABSL_FLAG(uint64_t, seed, 0, "random seed");
+ABSL_FLAG(std::string, dump_gradients, "", "write the first iteration's meta-gradients here and stop");
 
 namespace dg = distgrad;
 
@@ -63,16 +68,22 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   dg::manual_seed(absl::GetFlag(FLAGS_seed));
   dg::Generator test_tasks(absl::GetFlag(FLAGS_seed) + 1);  // the same fresh tasks before and after
+  dg::Generator train_tasks(absl::GetFlag(FLAGS_seed) + 2);
 
   sinusoid::Net net;
   dg::optim::Adam outer(net.parameters(), absl::GetFlag(FLAGS_outer_lr));
-  const double before = meta_test_loss(net, test_tasks);
-  std::printf("meta-test loss before training: %.4f\n", before);
+  const std::string dump_path = absl::GetFlag(FLAGS_dump_gradients);
+  double before = 0;
+  if (dump_path.empty()) {
+    before = meta_test_loss(net, test_tasks);
+    std::printf("meta-test loss before training: %.4f\n", before);
+  }
 
   const int iterations = absl::GetFlag(FLAGS_iterations);
   examples::Progress progress("meta-train", iterations);
   for (int it = 0; it < iterations; ++it) {
-    const sinusoid::Tasks tasks = sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots));
+    const sinusoid::Tasks tasks =
+        sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots), train_tasks);
     std::vector<dg::Tensor> losses;
     for (int64_t task = 0; task < absl::GetFlag(FLAGS_meta_batch); ++task) {
       losses.push_back(adapted_query_loss(net, tasks, task));
@@ -80,6 +91,13 @@ int main(int argc, char** argv) {
     const dg::Tensor meta_loss = dg::mean(dg::stack(losses));
     outer.zero_grad();
     meta_loss.backward();
+    if (!dump_path.empty()) {
+      dg::NamedTensors gradients;
+      for (const auto& [name, parameter] : net.named_parameters()) gradients.emplace_back(name, parameter.grad());
+      dg::save_safetensors(dump_path, gradients);
+      std::printf("wrote the meta-gradients of iteration 1 to %s\n", dump_path.c_str());
+      return 0;
+    }
     outer.step();
     progress.update(it + 1, meta_loss.item<double>());
   }

@@ -12,15 +12,17 @@
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "rpc/codec.h"
 
 namespace sinusoid {
 
 namespace dg = distgrad;
 
-// A batch of T tasks: each tensor is [T, K, 1].
+// A batch of T tasks: each tensor is [T, K, 1] (one task: [K, 1]).
 struct Tasks {
   dg::Tensor x_support, y_support, x_query, y_query;
 };
+DISTGRAD_CODEC(Tasks, x_support, y_support, x_query, y_query);  // sent over RPC, split per task
 
 inline Tasks sample_tasks(int64_t tasks, int64_t shots, dg::Generator& generator = dg::default_generator()) {
   namespace ops = dg::ops;

@@ -26,12 +26,7 @@ enum class Fold { kMean, kSum };
 // The type a fold of R's gives: R, but double for integers.
 template <typename R>
 struct Folded {
-  using type = R;
-};
-template <typename R>
-  requires(std::is_integral_v<R> && !std::is_same_v<R, bool>)
-struct Folded<R> {
-  using type = double;
+  using type = std::conditional_t<std::is_integral_v<R> && !std::is_same_v<R, bool>, double, R>;
 };
 template <typename... Ts>
 struct Folded<std::tuple<Ts...>> {
@@ -56,8 +51,7 @@ auto element_column(const std::vector<R>& values) {
 
 template <Fold kFold, typename R, size_t... kIndex>
 auto fold_elements(const std::vector<R>& values, std::index_sequence<kIndex...>) {
-  return typename Folded<R>::type(
-      fold<kFold>(element_column<kIndex>(values))...);
+  return typename Folded<R>::type(fold<kFold>(element_column<kIndex>(values))...);
 }
 
 template <Fold kFold, typename R, typename Target, size_t... kIndex>

@@ -69,8 +69,8 @@ auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
   const Typed typed = std::make_from_tuple<Typed>(arguments);
   const std::chrono::milliseconds deadline = timeout.count() < 0 ? rpc::default_timeout() : timeout;
   const std::vector<std::pair<int, Typed>> calls = partition_detail::calls_of(partitioner, typed);
-  DISTGRAD_CHECK(!calls.empty(), "remote call of ", rpc::detail::registered_name(
-                                     reinterpret_cast<rpc::FunctionAddress>(function)),
+  DISTGRAD_CHECK(!calls.empty(), "remote call of ",
+                 rpc::detail::registered_name(reinterpret_cast<rpc::FunctionAddress>(function)),
                  ": the partitioner made no calls");
   std::vector<rpc::Future<Result>> futures;
   futures.reserve(calls.size());
@@ -79,9 +79,10 @@ auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
         [&](const auto&... values) { return rpc::rpc_async_with_timeout(worker, deadline, function, values...); },
         call_arguments));
   }
-  auto results = rpc::collect_all(std::move(futures)).then([](const rpc::Future<std::vector<rpc::Future<Result>>>& done) {
-    return rpc::wait_all(done.get());
-  });
+  auto results =
+      rpc::collect_all(std::move(futures)).then([](const rpc::Future<std::vector<rpc::Future<Result>>>& done) {
+        return rpc::wait_all(done.get());
+      });
   if constexpr (std::is_same_v<Reducer, NoReducer>) {
     return results;
   } else {

@@ -90,17 +90,27 @@ const std::string& registered_name(FunctionAddress function) {
 
 int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
                   const RpcOptions& options) {
+  auto report = [](const std::exception& error) {
+    std::fprintf(stderr, "[%s] error: %s\n", get_worker_name().c_str(), error.what());
+    std::fflush(stderr);
+  };
+  bool main_failed = false;
   try {
     init_rpc(options);
     barrier();
     if (worker_init_fn) worker_init_fn();
     barrier();
-    if (main) main();
+    try {
+      if (main) main();
+    } catch (const std::exception& error) {
+      // As torch's `try: main() finally: rpc.shutdown()`: the others still finish cleanly.
+      report(error);
+      main_failed = true;
+    }
     shutdown(true);
-    return 0;
+    return main_failed ? 1 : 0;
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "[%s] error: %s\n", get_worker_name().c_str(), error.what());
-    std::fflush(stderr);
+    if (!main_failed) report(error);  // after a failed main, its error is the one to report
     try {
       shutdown(false);
     } catch (const std::exception&) {  // already failing: the first error is the one to report

@@ -163,7 +163,9 @@ detail::ResultOf<R> rpc_sync(const WorkerRef& worker, R (*function)(Params...), 
 
 // Runs init_rpc, a barrier, worker_init_fn (if any) on every rank, a barrier, main, and a
 // graceful shutdown (API.md §5). Returns 0, or 1 after printing "[workerN] error: ..." when
-// something threw (the others then see this worker as gone).
+// something threw. An exception from main still ends in the graceful shutdown, so the other
+// ranks finish cleanly (torch's `try: main() finally: rpc.shutdown()`); one from init, the
+// barriers or worker_init_fn leaves at once (the others then see this worker as gone).
 int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
                   const RpcOptions& options = {});
 

@@ -1,10 +1,11 @@
 // Partitioners and reducers in one process, in a world of 4 (set below, before the world is read):
 // every row of the edge-case table of docs/map-reduce.md, nested tensors, differentiable
 // splits, and reducers over tensors, numbers, tuples and structs.
+#include "partition/partitioner.h"
+
 #include <stdlib.h>
 
 #include "autograd/autograd.h"
-#include "partition/partitioner.h"
 #include "partition/reducer.h"
 #include "tests/core/test_util.h"
 
@@ -162,8 +163,8 @@ TEST(Reducers, NumbersTuplesAndStructsFoldFieldByField) {
       {scalar_tensor(1.0, {.dtype = kFloat64}), 0.5}, {scalar_tensor(3.0, {.dtype = kFloat64}), 1.0}});
   EXPECT_DOUBLE_EQ(loss.item<double>(), 2);
   EXPECT_DOUBLE_EQ(accuracy, 0.75);
-  const partition_test::Metrics metrics = sum_reducer(std::vector<partition_test::Metrics>{
-      {scalar_tensor(1.0), 0.25, 3}, {scalar_tensor(2.0), 0.5, 4}});
+  const partition_test::Metrics metrics =
+      sum_reducer(std::vector<partition_test::Metrics>{{scalar_tensor(1.0), 0.25, 3}, {scalar_tensor(2.0), 0.5, 4}});
   EXPECT_FLOAT_EQ(metrics.loss.item<float>(), 3);
   EXPECT_DOUBLE_EQ(metrics.accuracy, 0.75);
   EXPECT_EQ(metrics.count, 7);
