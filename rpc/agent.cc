@@ -1,6 +1,7 @@
 #include "rpc/agent.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
@@ -10,6 +11,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -116,6 +119,16 @@ std::string join_ranks(const std::vector<int>& ranks) {
   std::string result;
   for (int rank : ranks) result += (result.empty() ? "" : ", ") + std::to_string(rank);
   return result;
+}
+
+// RpcOptions::keep_freed_memory.
+void keep_freed_memory() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && (std::strstr(tunables, "mmap_threshold") || std::strstr(tunables, "trim_threshold"))) {
+    return;
+  }
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 }  // namespace
@@ -242,6 +255,7 @@ void Agent::Impl::start_server() {
 }
 
 void Agent::Impl::start() {
+  if (options.keep_freed_memory) keep_freed_memory();
   for (const std::string& name : FunctionRegistry::instance().duplicate_names()) {
     DISTGRAD_FAIL("init_rpc: the function name '", name, "' is registered twice (DISTGRAD_REMOTE); use ",
                   "DISTGRAD_REMOTE_NAMED to give one of them another name");

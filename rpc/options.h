@@ -26,6 +26,12 @@ struct RpcOptions {
   // {{cuda:0, cuda:1}} sends cuda:0 tensors to worker1's cuda:1. Unmapped devices send to the
   // CPU. Result tensors come back through the inverse map.
   std::map<std::string, std::vector<std::pair<Device, Device>>> device_maps = {};
+  // Keep freed memory in the process rather than handing it back to the kernel (glibc's
+  // M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 4 GiB). gRPC frees its receive buffers after
+  // every message; given back, they fault in again on the next one, which made a 64 MB round
+  // trip 1.6x slower (docs/benchmarks.md, "RPC"). Process-wide: the heap stays at its peak.
+  // Left alone when GLIBC_TUNABLES sets either threshold.
+  bool keep_freed_memory = true;
 };
 
 }  // namespace distgrad::rpc

@@ -1,0 +1,154 @@
+"""PyTorch twin of bench/rpc_bench.cc: the same modes with torch.distributed.rpc over TensorPipe.
+
+  RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python rpc_torch.py MODE [--transports default|uv]
+      [--duration-s 3] [--window 32] [--repetitions-scale 1] [--timeout-s 120]
+
+MODE is latency, throughput or startup (see rpc_bench.cc); rank 0 prints one JSON line per
+workload, with the same names as rpc_bench. --transports uv passes _transports=["uv"] (TCP
+only: TensorPipe's default shared-memory transport busy-polls a core in every process).
+Run with the peer's interpreter (scripts/install_peer.sh); bench/run_rpc_bench.py drives it.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+import torch
+import torch.distributed.rpc as rpc
+from torch.distributed.rpc import api as rpc_api
+
+LATENCY_WORKLOADS = (("1float", 1, 1000), ("1KB", 256, 200), ("1MB", 256 << 10, 50), ("64MB", 16 << 20, 10))
+
+
+def echo(tensor):
+    return tensor
+
+
+def quantile(sorted_samples, q):
+    """Linear interpolation between neighbours, as rpc_bench.cc (numpy's default)."""
+    position = q * (len(sorted_samples) - 1)
+    below = int(position)
+    above = min(below + 1, len(sorted_samples) - 1)
+    return sorted_samples[below] + (position - below) * (sorted_samples[above] - sorted_samples[below])
+
+
+def emit(row, args):
+    row["torch_version"] = torch.__version__
+    row["transports"] = args.transports
+    print(json.dumps(row), flush=True)
+
+
+def run_latency(args):
+    for label, elements, repetitions in LATENCY_WORKLOADS:
+        tensor = torch.ones(elements)
+        repetitions = max(3, int(repetitions * args.repetitions_scale))
+        warm_up = max(2, repetitions // 10)
+        for sync in (True, False):
+            def round_trip():
+                if sync:
+                    reply = rpc.rpc_sync("worker1", echo, args=(tensor,))
+                else:
+                    reply = rpc.rpc_async("worker1", echo, args=(tensor,)).wait()
+                assert reply.numel() == elements, f"the echo of {elements} elements came back with {reply.numel()}"
+
+            for _ in range(warm_up):
+                round_trip()
+            samples = []
+            for _ in range(repetitions):
+                start = time.perf_counter()
+                round_trip()
+                samples.append(time.perf_counter() - start)
+            samples.sort()
+            emit({"name": f"latency/{'sync' if sync else 'async'}/{label}", "seconds_per_iter": quantile(samples, 0.5),
+                  "p10": quantile(samples, 0.1), "p90": quantile(samples, 0.9), "repetitions": repetitions,
+                  "bytes": elements * 4}, args)
+
+
+def run_throughput(args):
+    tensor = torch.ones(1)
+    in_flight = []
+
+    def run_for(seconds):
+        completed = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            while len(in_flight) < args.window:
+                in_flight.append(rpc.rpc_async("worker1", echo, args=(tensor,)))
+            in_flight.pop(0).wait()
+            completed += 1
+        return completed, time.perf_counter() - start
+
+    run_for(args.duration_s / 10)
+    completed, elapsed = run_for(args.duration_s)
+    for future in in_flight:
+        future.wait()
+    calls_per_second = completed / elapsed
+    emit({"name": f"throughput/window{args.window}", "seconds_per_iter": 1 / calls_per_second,
+          "calls_per_second": calls_per_second}, args)
+
+
+def seconds_since_process_start():
+    """From /proc/self/stat's start time (clock ticks since boot), as rpc_bench.cc."""
+    with open("/proc/self/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of the whole line
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+
+
+def run_startup(args, rank, world_size, before_init):
+    """A barrier after init_rpc; every rank's times gathered on rank 0 (RPC's own all-gather), as rpc_bench.cc."""
+    spawned = float(os.environ.get("DISTGRAD_BENCH_SPAWN_TIME", "0"))
+    rpc_api._all_gather(None, timeout=args.timeout_s)  # raises, unlike rpc_api._barrier
+    passed = time.perf_counter()
+    process_seconds = seconds_since_process_start()
+    times = (process_seconds, time.time() - spawned if spawned else process_seconds, passed - before_init)
+    gathered = rpc_api._all_gather(times, timeout=args.timeout_s).values()
+    if rank == 0:
+        emit({"name": f"startup/{world_size}workers", "seconds_per_iter": max(t[1] for t in gathered),
+              "max_process_seconds": max(t[0] for t in gathered), "max_init_seconds": max(t[2] for t in gathered),
+              "workers": world_size}, args)
+    return passed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["latency", "throughput", "startup"])
+    parser.add_argument("--transports", choices=["default", "uv"], default="default")
+    parser.add_argument("--duration-s", type=float, default=3.0)
+    parser.add_argument("--window", type=int, default=32)
+    parser.add_argument("--repetitions-scale", type=float, default=1.0)
+    parser.add_argument("--timeout-s", type=float, default=120.0, help="init_rpc, the barrier and every call")
+    args = parser.parse_args()
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    options = rpc.TensorPipeRpcBackendOptions(
+        init_method=f"tcp://{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{os.environ['MASTER_PORT']}",
+        rpc_timeout=args.timeout_s, _transports=["uv"] if args.transports == "uv" else None)
+    stage = "init_rpc"
+    try:
+        before_init = time.perf_counter()
+        rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size, rpc_backend_options=options)
+        stage, passed = args.mode, None
+        if args.mode == "startup":
+            passed = run_startup(args, rank, world_size, before_init)
+        elif rank == 0:
+            run_latency(args) if args.mode == "latency" else run_throughput(args)
+        stage = "shutdown"
+        rpc.shutdown(graceful=True)
+        if passed is not None and rank == 0:
+            emit({"name": f"shutdown/{world_size}workers", "seconds_per_iter": time.perf_counter() - passed}, args)
+    except Exception as error:  # reported as the workload's result: PyTorch RPC fails at scale
+        # "Followers ['worker5', 'worker9', ...] timed out" -> "Followers [62 workers] timed out"
+        text = re.sub(r"\[('worker\d+'(, )?)+\]", lambda m: f"[{m.group(0).count('worker')} workers]", str(error))
+        text = f"{stage}: {type(error).__name__}: {text}"
+        print(f"[worker{rank}] error: {text}", file=sys.stderr, flush=True)
+        if rank == 0:
+            emit({"name": f"{args.mode}/{world_size}workers", "error": text[:500]}, args)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+// RPC costs, measured by a world of processes on one machine: round-trip latency of an echo,
+// calls per second with a window of calls in flight, and the start-up of a whole world.
+//
+// Every rank runs this program with the launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT); rank 0 measures and prints one JSON line per workload on stdout:
+//   latency     2 workers: rank 0 echoes float32 tensors of 1 element, 1 KB, 1 MB and 64 MB
+//               (--sizes) off worker1, through rpc_sync and rpc_async().get(); median, p10
+//               and p90 seconds.
+//   throughput  2 workers: tiny echoes with --window calls in flight for --duration_s seconds.
+//   startup     N workers: from the world's start to passing a barrier after init_rpc (the
+//               largest over ranks, gathered through the Store), then a graceful shutdown,
+//               timed on rank 0.
+//
+//   RANK=0 WORLD_SIZE=2 MASTER_PORT=29511 build/bench/rpc_bench latency &
+//   RANK=1 WORLD_SIZE=2 MASTER_PORT=29511 build/bench/rpc_bench latency
+// bench/run_rpc_bench.py starts the worlds and compares with torch.distributed.rpc
+// (bench/peer/rpc_torch.py prints the same workload names).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "core/creation.h"
+#include "rpc/rpc.h"
+
+ABSL_FLAG(double, duration_s, 3.0, "throughput: seconds of measured calls (after a tenth as long of warm-up)");
+ABSL_FLAG(int, window, 32, "throughput: calls in flight");
+ABSL_FLAG(double, repetitions_scale, 1.0, "latency: multiplies every workload's repetition count");
+ABSL_FLAG(std::vector<std::string>, sizes, std::vector<std::string>({"1float", "1KB", "1MB", "64MB"}),
+          "latency: the tensor sizes to measure");
+
+namespace dg = distgrad;
+namespace rpc = distgrad::rpc;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+dg::Tensor echo(dg::Tensor tensor) { return tensor; }
+DISTGRAD_REMOTE(echo);
+
+double seconds_between(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double>(end - start).count();
+}
+
+// The q-quantile of sorted samples, interpolating linearly between neighbours (numpy's default).
+double quantile(const std::vector<double>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
+}
+
+void print_latency(const std::string& name, std::vector<double> samples, int64_t bytes) {
+  std::sort(samples.begin(), samples.end());
+  std::printf(
+      "{\"name\": \"%s\", \"seconds_per_iter\": %.9g, \"p10\": %.9g, \"p90\": %.9g, \"repetitions\": %zu, "
+      "\"bytes\": %lld}\n",
+      name.c_str(), quantile(samples, 0.5), quantile(samples, 0.1), quantile(samples, 0.9), samples.size(),
+      static_cast<long long>(bytes));
+  std::fflush(stdout);
+}
+
+struct LatencyWorkload {
+  const char* label;
+  int64_t elements;
+  int repetitions;
+};
+
+// Rank 0: round trips of echo to worker1, blocking and through a future.
+void run_latency() {
+  constexpr LatencyWorkload kWorkloads[] = {
+      {"1float", 1, 1000}, {"1KB", 256, 200}, {"1MB", 256 << 10, 50}, {"64MB", 16 << 20, 10}};
+  const double scale = absl::GetFlag(FLAGS_repetitions_scale);
+  const std::vector<std::string> sizes = absl::GetFlag(FLAGS_sizes);
+  for (const std::string& size : sizes) {
+    DISTGRAD_CHECK(std::any_of(std::begin(kWorkloads), std::end(kWorkloads),
+                               [&](const LatencyWorkload& workload) { return size == workload.label; }),
+                   "rpc_bench: --sizes expects 1float, 1KB, 1MB or 64MB, found '", size, "'");
+  }
+  for (const LatencyWorkload& workload : kWorkloads) {
+    if (std::find(sizes.begin(), sizes.end(), workload.label) == sizes.end()) continue;
+    const dg::Tensor tensor = dg::ones({workload.elements});
+    const int repetitions = std::max(3, static_cast<int>(workload.repetitions * scale));
+    const int warm_up = std::max(2, repetitions / 10);
+    for (const bool sync : {true, false}) {
+      auto round_trip = [&] {
+        const dg::Tensor reply = sync ? rpc::rpc_sync(1, echo, tensor) : rpc::rpc_async(1, echo, tensor).get();
+        DISTGRAD_CHECK(reply.numel() == workload.elements, "rpc_bench: the echo of ", workload.elements,
+                       " elements came back with ", reply.numel());
+      };
+      for (int i = 0; i < warm_up; ++i) round_trip();
+      std::vector<double> samples;
+      samples.reserve(repetitions);
+      for (int i = 0; i < repetitions; ++i) {
+        const auto start = Clock::now();
+        round_trip();
+        samples.push_back(seconds_between(start, Clock::now()));
+      }
+      print_latency(std::string("latency/") + (sync ? "sync/" : "async/") + workload.label, std::move(samples),
+                    workload.elements * 4);
+    }
+  }
+}
+
+// Rank 0: tiny echoes to worker1 with a window of calls in flight.
+void run_throughput() {
+  const dg::Tensor tensor = dg::ones({1});
+  const int window = absl::GetFlag(FLAGS_window);
+  const double duration = absl::GetFlag(FLAGS_duration_s);
+  std::deque<rpc::Future<dg::Tensor>> in_flight;
+  auto run_for = [&](double seconds) {
+    int64_t completed = 0;
+    const auto start = Clock::now();
+    while (seconds_between(start, Clock::now()) < seconds) {
+      while (static_cast<int>(in_flight.size()) < window) in_flight.push_back(rpc::rpc_async(1, echo, tensor));
+      in_flight.front().get();
+      in_flight.pop_front();
+      ++completed;
+    }
+    return std::pair{completed, seconds_between(start, Clock::now())};
+  };
+  run_for(duration / 10);
+  const auto [completed, elapsed] = run_for(duration);
+  while (!in_flight.empty()) {
+    in_flight.front().get();
+    in_flight.pop_front();
+  }
+  const double calls_per_second = static_cast<double>(completed) / elapsed;
+  std::printf("{\"name\": \"throughput/window%d\", \"seconds_per_iter\": %.9g, \"calls_per_second\": %.9g}\n", window,
+              1.0 / calls_per_second, calls_per_second);
+  std::fflush(stdout);
+}
+
+// Seconds since this process started (/proc/self/stat's start time, in clock ticks since boot).
+double seconds_since_process_start() {
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // the fields after "(comm) "
+  std::string field;
+  for (int index = 3; index <= 22 && fields >> field; ++index) {
+  }
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  const double started = std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9 - started;
+}
+
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Every rank: init_rpc and a barrier; rank 0 gathers each rank's times through the Store and
+// prints the largest of each. The world time counts from DISTGRAD_BENCH_SPAWN_TIME (the
+// launcher's clock when it started the first process; this process's start without it), the
+// process time from this process's own start, the init time from the call of init_rpc.
+int run_startup() {
+  const char* spawned = std::getenv("DISTGRAD_BENCH_SPAWN_TIME");
+  const auto before_init = Clock::now();
+  rpc::init_rpc();
+  rpc::barrier();
+  const double process_seconds = seconds_since_process_start();
+  const double world_seconds = spawned != nullptr ? unix_time() - std::stod(spawned) : process_seconds;
+  const auto passed = Clock::now();
+  const double init_seconds = seconds_between(before_init, passed);
+  rpc::StoreClient& store = rpc::agent().store();
+  const int rank = rpc::get_rank();
+  std::ostringstream times;
+  times.precision(9);
+  times << process_seconds << ' ' << world_seconds << ' ' << init_seconds;
+  store.set("bench/startup/" + std::to_string(rank), times.str());
+  if (rank == 0) {
+    double max_process = 0, max_world = 0, max_init = 0;
+    for (int other = 0; other < rpc::get_world_size(); ++other) {
+      std::istringstream in(store.get("bench/startup/" + std::to_string(other)));
+      double process = 0, world = 0, init = 0;
+      in >> process >> world >> init;
+      max_process = std::max(max_process, process);
+      max_world = std::max(max_world, world);
+      max_init = std::max(max_init, init);
+    }
+    std::printf(
+        "{\"name\": \"startup/%dworkers\", \"seconds_per_iter\": %.9g, \"max_process_seconds\": %.9g, "
+        "\"max_init_seconds\": %.9g, \"workers\": %d}\n",
+        rpc::get_world_size(), max_world, max_process, max_init, rpc::get_world_size());
+    std::fflush(stdout);
+  }
+  rpc::shutdown(true);
+  if (rank == 0) {
+    std::printf("{\"name\": \"shutdown/%dworkers\", \"seconds_per_iter\": %.9g}\n", rpc::get_world_size(),
+                seconds_between(passed, Clock::now()));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("rpc_bench latency|throughput|startup (one process per rank; see the file's comment)");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const std::string mode = positional.size() == 2 ? positional[1] : "";
+  if (mode != "latency" && mode != "throughput" && mode != "startup") {
+    std::fprintf(stderr, "usage: rpc_bench latency|throughput|startup [--flags]\n");
+    return 2;
+  }
+  if (mode == "startup") {
+    try {
+      return run_startup();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "[rank %d] error: %s\n", rpc::get_rank(), error.what());
+      rpc::shutdown(false);
+      return 1;
+    }
+  }
+  if (rpc::get_world_size() < 2) {
+    std::fprintf(stderr, "rpc_bench %s: expected WORLD_SIZE >= 2 (rank 0 calls worker1), found %d\n", mode.c_str(),
+                 rpc::get_world_size());
+    return 2;
+  }
+  return rpc::auto_init_rpc(nullptr,
+                            rpc::rank_zero_only([&] { mode == "latency" ? run_latency() : run_throughput(); }));
+}
