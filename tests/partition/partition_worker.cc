@@ -1,0 +1,296 @@
+// The worker of the multi-process partition tests: `partition_worker SCENARIO`, run as every rank
+// of a world by tests/partition/remote_call_test.cc (through tests/rpc/multiprocess.h). Rank 0
+// drives each scenario through remote_*_call / parallelize* and checks what comes back; the
+// other ranks serve. A failed check ends rank 0 with "[worker0] error: ..." and exit code 1.
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "distgrad.h"
+
+namespace partition_worker {
+namespace {
+
+namespace dg = distgrad;
+using dg::Tensor;
+
+void check(bool condition, const std::string& what) {
+  if (!condition) throw std::runtime_error("check failed: " + what);
+}
+
+void check_close(const Tensor& actual, const Tensor& expected, const std::string& what, double rtol = 1e-12) {
+  check(actual.sizes() == expected.sizes(),
+        what + ": shape " + dg::shape_str(actual.sizes()) + ", expected " + dg::shape_str(expected.sizes()));
+  check(dg::ops::allclose(actual, expected, rtol, 1e-12),
+        what + ": values differ; max |difference| " +
+            std::to_string(dg::ops::max(dg::ops::abs(dg::ops::sub(actual, expected))).item<double>()));
+}
+
+Tensor batch(int64_t rows, int64_t columns) {
+  return dg::ops::reshape(dg::arange(0.0, static_cast<double>(rows * columns), 1.0, {.dtype = dg::kFloat64}),
+                          {rows, columns});
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Registered functions.
+
+std::pair<int64_t, Tensor> doubled_with_rank(Tensor x) { return {dg::get_rank(), dg::ops::mul(x, 2.0)}; }
+DISTGRAD_REMOTE(doubled_with_rank);
+
+Tensor total(Tensor x) { return dg::sum(x); }
+DISTGRAD_REMOTE(total);
+
+std::tuple<Tensor, double> mean_and_rows(Tensor x) { return {dg::mean(x), static_cast<double>(x.size(0))}; }
+DISTGRAD_REMOTE(mean_and_rows);
+
+Tensor weighted_total(Tensor x, Tensor weights) { return dg::sum(dg::mul(x, weights)); }
+DISTGRAD_REMOTE(weighted_total);
+
+int64_t rank_plus(int64_t offset) { return dg::get_rank() + offset; }
+DISTGRAD_REMOTE(rank_plus);
+
+Tensor fails_on_rank_two(Tensor x) {
+  if (dg::get_rank() == 2) throw std::invalid_argument("no samples wanted on rank 2");
+  return x;
+}
+DISTGRAD_REMOTE(fails_on_rank_two);
+
+// Nested: a worker splits its part again over every rank.
+Tensor fanned_out_total(Tensor row) { return dg::parallelize(total, dg::batch_partitioner, dg::sum_reducer)(row); }
+DISTGRAD_REMOTE(fanned_out_total);
+
+// A MAML step in float64, small enough to compare to the local computation at 1e-12.
+struct TinyNet : dg::nn::Module {
+  TinyNet() {
+    fc1 = register_module("fc1", std::make_shared<dg::nn::Linear>(1, 8));
+    fc2 = register_module("fc2", std::make_shared<dg::nn::Linear>(8, 1));
+    to(dg::kFloat64);
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(dg::tanh(fc1->forward(x))); }
+  std::string name() const override { return "TinyNet"; }
+  std::shared_ptr<dg::nn::Linear> fc1, fc2;
+};
+
+struct Task {
+  Tensor x_support, y_support, x_query, y_query;
+};
+DISTGRAD_CODEC(Task, x_support, y_support, x_query, y_query);
+
+Tensor adapt_and_eval(dg::nn::ParamDict params, Task task, int inner_steps) {
+  thread_local TinyNet net;
+  dg::optim::MetaSGD inner(params, 0.1);
+  for (int step = 0; step < inner_steps; ++step) {
+    params = inner.step(dg::nn::mse_loss(dg::nn::functional_call(net, params, task.x_support), task.y_support));
+  }
+  return dg::nn::mse_loss(dg::nn::functional_call(net, params, task.x_query), task.y_query);
+}
+DISTGRAD_REMOTE(adapt_and_eval);
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios (rank 0 drives).
+
+// Every partitioner kind, with and without reducers, in a world of 3.
+void calls() {
+  const Tensor x = batch(7, 2);
+  // batch_partitioner, no reducer: chunks 2, 2, 3 on ranks 0, 1, 2, in partition order.
+  const auto chunks = dg::remote_sync_call(doubled_with_rank, dg::args(x), dg::batch_partitioner);
+  check(chunks.size() == 3, "batch_partitioner over 3 workers makes 3 calls, made " + std::to_string(chunks.size()));
+  std::vector<Tensor> doubled;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    check(chunks[i].first == static_cast<int64_t>(i), "chunk " + std::to_string(i) + " ran on rank " +
+                                                          std::to_string(chunks[i].first));
+    doubled.push_back(chunks[i].second);
+  }
+  check(chunks[2].second.size(0) == 3, "the last chunk takes the remainder");
+  check_close(dg::cat(doubled), dg::ops::mul(x, 2.0), "the chunks in partition order");
+
+  // exclusive_batch_partitioner: one call per sample, round-robin, dim 0 selected away.
+  const auto samples = dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(x);
+  check(samples.size() == 7, "exclusive makes one call per sample");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    check(samples[i].first == static_cast<int64_t>(i % 3), "sample " + std::to_string(i) + " round-robin");
+    check_close(samples[i].second, dg::ops::mul(dg::ops::select(x, 0, static_cast<int64_t>(i)), 2.0), "sample");
+  }
+  const auto columns =
+      dg::remote_sync_call(doubled_with_rank, dg::args(x), dg::dim_partitioner(1, {.exclusive = true, .keepdim = false}));
+  check(columns.size() == 2, "dim 1 of size 2 makes 2 calls");
+  check_close(columns[1].second, dg::ops::mul(dg::ops::select(x, 1, 1), 2.0), "column 1, dim dropped");
+
+  // Reducers: the default (batch_partitioner + mean_reducer), a sum, a tuple field by field.
+  const double mean_of_totals = (dg::sum(dg::ops::narrow(x, 0, 0, 2)).item<double>() +
+                                 dg::sum(dg::ops::narrow(x, 0, 2, 2)).item<double>() +
+                                 dg::sum(dg::ops::narrow(x, 0, 4, 3)).item<double>()) /
+                                3;
+  check(dg::parallelize(total)(x).item<double>() == mean_of_totals, "parallelize(fn) is batch + mean");
+  check(dg::parallelize(total, dg::batch_partitioner, dg::sum_reducer)(x).item<double>() == dg::sum(x).item<double>(),
+        "sum_reducer");
+  const auto [mean, rows] = dg::parallelize(mean_and_rows, dg::batch_partitioner, dg::mean_reducer)(x);
+  check(rows == 7.0 / 3, "the mean of the row counts is 7/3, got " + std::to_string(rows));
+  check(mean.dim() == 0, "the tensor field is folded to a scalar");
+
+  // A worker as the partitioner: unsplit, there; by rank or by name.
+  const auto on_two = dg::remote_sync_call(doubled_with_rank, dg::args(x), 2);
+  check(on_two.size() == 1 && on_two[0].first == 2, "a rank as partitioner makes one call, there");
+  check_close(on_two[0].second, dg::ops::mul(x, 2.0), "unsplit");
+  check(dg::remote_sync_call(doubled_with_rank, dg::args(x), "worker1").at(0).first == 1, "a name as partitioner");
+
+  // Custom partitioner and reducer.
+  auto backwards = [](const std::tuple<Tensor>& arguments) {
+    return dg::Partitions<Tensor>{{2, arguments}, {1, arguments}, {0, arguments}};
+  };
+  auto ranks_in_order = [](const std::vector<std::pair<int64_t, Tensor>>& results) {
+    std::string ranks;
+    for (const auto& [rank, tensor] : results) ranks += std::to_string(rank);
+    return ranks;
+  };
+  const std::string order = dg::remote_sync_call(doubled_with_rank, dg::args(x), backwards, ranks_in_order);
+  check(order == "210", "a custom partitioner's calls come back in its order, got " + order);
+
+  // Broadcast values with split tensors; no tensor at all runs on the caller.
+  const Tensor weights = dg::ops::mul(dg::ones({7, 2}, {.dtype = dg::kFloat64}), 0.5);
+  check(dg::parallelize(weighted_total, dg::batch_partitioner, dg::sum_reducer)(x, weights).item<double>() ==
+            dg::sum(x).item<double>() * 0.5,
+        "every tensor is split alike");
+  check(dg::remote_sync_call(rank_plus, dg::args(int64_t{10}), dg::batch_partitioner).at(0) == 10,
+        "no tensors: one call, on rank 0");
+
+  // A batch-size mismatch is reported before any call.
+  try {
+    dg::remote_sync_call(weighted_total, dg::args(x, dg::ones({5, 2}, {.dtype = dg::kFloat64})));
+    check(false, "a batch-size mismatch must throw");
+  } catch (const dg::Error& error) {
+    check(std::string(error.what()).find("Batch size mismatch on dim=0. Expected 7, got 5 (shape: [5, 2]).") !=
+              std::string::npos,
+          std::string("the mismatch message, got: ") + error.what());
+  }
+}
+
+// parallelize_async and remote_async_call: futures, many in flight (world of 2).
+void async_calls() {
+  const Tensor x = batch(6, 3);
+  auto summed = dg::parallelize_async(total, dg::batch_partitioner, dg::sum_reducer)(x);
+  auto elsewhere = dg::remote_async_call(doubled_with_rank, dg::args(x), 1);
+  auto unreduced = dg::parallelize_async(total, dg::exclusive_batch_partitioner)(x);
+  std::vector<dg::rpc::Future<Tensor>> many;
+  for (int i = 0; i < 50; ++i) many.push_back(dg::parallelize_async(total)(dg::ops::add(x, static_cast<double>(i))));
+  check(summed.get().item<double>() == dg::sum(x).item<double>(), "async sum");
+  check(elsewhere.get().at(0).first == 1, "async on worker 1");
+  check(unreduced.get().size() == 6, "async unreduced: one result per sample");
+  for (int i = 0; i < 50; ++i) {
+    const double expected = dg::sum(dg::ops::add(x, static_cast<double>(i))).item<double>() / 2;
+    check(many[static_cast<size_t>(i)].get().item<double>() == expected, "call " + std::to_string(i) + " of 50");
+  }
+}
+
+// A parallelized function that parallelizes again on the worker; gradients through both levels.
+void nested() {
+  const Tensor x = dg::ops::add(batch(3, 6), 1.0);
+  x.requires_grad_();
+  dg::autograd::Context context;
+  const std::vector<Tensor> totals = dg::remote_sync_call(
+      fanned_out_total, dg::args(x), dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}));
+  check(totals.size() == 3, "one call per row");
+  for (int64_t row = 0; row < 3; ++row) {
+    check(totals[static_cast<size_t>(row)].item<double>() == dg::sum(dg::ops::select(x, 0, row)).item<double>(),
+          "row " + std::to_string(row) + " summed over the workers");
+  }
+  const Tensor loss = dg::sum(dg::mul(dg::stack(totals), dg::stack(totals)));
+  dg::autograd::backward(context, {loss});
+  // d/dx of sum_r (sum_j x_rj)^2 = 2 sum_j x_rj, on every element of row r.
+  const Tensor expected = dg::ops::mul(dg::ops::expand(dg::ops::sum(x.detach(), {1}, true), {3, 6}), 2.0);
+  check_close(x.grad(), expected, "gradients through two levels of parallelize");
+}
+
+// A failure in one partition fails the whole call, naming the worker and the function.
+void failure() {
+  const Tensor x = batch(6, 1);
+  for (bool async : {false, true}) {
+    try {
+      if (async) {
+        dg::parallelize_async(fails_on_rank_two, dg::batch_partitioner)(x).get();
+      } else {
+        dg::remote_sync_call(fails_on_rank_two, dg::args(x), dg::batch_partitioner, dg::mean_reducer);
+      }
+      check(false, "a failed partition must fail the call");
+    } catch (const dg::rpc::RemoteError& error) {
+      const std::string message = error.what();
+      check(error.worker() == "worker2", "the failed worker is named, got " + error.worker());
+      check(message.find("fails_on_rank_two") != std::string::npos, "the function is named: " + message);
+      check(message.find("no samples wanted on rank 2") != std::string::npos, "the remote message: " + message);
+    }
+  }
+  check(dg::remote_sync_call(fails_on_rank_two, dg::args(x), 1).at(0).size(0) == 6, "the world still serves calls");
+}
+
+// Gradients through a parallelized MAML step equal the local computation (float64).
+void maml_gradients() {
+  dg::manual_seed(3);
+  TinyNet net;
+  constexpr int64_t kTasks = 5, kShots = 4;
+  constexpr int kInnerSteps = 2;
+  Task tasks;
+  tasks.x_support = dg::ops::sub(dg::ops::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
+  tasks.x_query = dg::ops::sub(dg::ops::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
+  tasks.y_support = dg::ops::sin(tasks.x_support);
+  tasks.y_query = dg::ops::sin(tasks.x_query);
+  tasks.x_support.requires_grad_();  // gradients reach split inputs too
+
+  // Local: every task here, mean of the losses.
+  std::vector<Tensor> local_losses;
+  for (int64_t task = 0; task < kTasks; ++task) {
+    auto pick = [&](const Tensor& t) { return dg::select(t, 0, task); };
+    local_losses.push_back(adapt_and_eval(dg::nn::module_clone(net, dg::nn::CloneBy::kReference),
+                                          {pick(tasks.x_support), pick(tasks.y_support), pick(tasks.x_query),
+                                           pick(tasks.y_query)},
+                                          kInnerSteps));
+  }
+  const Tensor local_loss = dg::mean(dg::stack(local_losses));
+  local_loss.backward();
+  std::map<std::string, Tensor> local_gradients;
+  for (const auto& [name, parameter] : net.named_parameters()) local_gradients[name] = dg::ops::clone(parameter.grad());
+  const Tensor local_input_gradient = dg::ops::clone(tasks.x_support.grad());
+  net.zero_grad();
+  tasks.x_support.set_grad(Tensor());
+
+  // Distributed: one task per call, round-robin over 3 workers.
+  dg::autograd::Context context;
+  const auto meta_loss = dg::parallelize(adapt_and_eval, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}),
+                                         dg::mean_reducer);
+  const Tensor loss = meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks, kInnerSteps);
+  check_close(loss.detach(), local_loss.detach(), "the meta-loss", 1e-12);
+  dg::autograd::backward(context, {loss});
+  for (const auto& [name, parameter] : net.named_parameters()) {
+    check(parameter.grad().defined(), "parameter " + name + " has a gradient");
+    check_close(parameter.grad(), local_gradients.at(name), "the meta-gradient of " + name, 1e-10);
+  }
+  check_close(tasks.x_support.grad(), local_input_gradient, "the gradient of the split support inputs", 1e-10);
+}
+
+const std::map<std::string, void (*)()>& scenarios() {
+  static const std::map<std::string, void (*)()> all = {
+      {"calls", calls}, {"async", async_calls}, {"nested", nested}, {"failure", failure}, {"maml_gradients", maml_gradients}};
+  return all;
+}
+
+}  // namespace
+}  // namespace partition_worker
+
+int main(int argc, char** argv) {
+  const auto& scenarios = partition_worker::scenarios();
+  const auto scenario = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
+  if (scenario == scenarios.end()) {
+    std::fprintf(stderr, "usage: %s SCENARIO\nscenarios:", argv[0]);
+    for (const auto& [name, run] : scenarios) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  return distgrad::auto_init_rpc(nullptr, distgrad::rank_zero_only(scenario->second));
+}
