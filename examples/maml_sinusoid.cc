@@ -109,7 +109,8 @@ std::vector<double> to_vector(const dg::Tensor& tensor) {
 void plot_fits(const sinusoid::Net& net, dg::Generator& generator, const std::string& path) {
   constexpr int64_t kTasks = 3, kPoints = 100;
   const Tasks tasks = sinusoid::sample_tasks(kTasks, absl::GetFlag(FLAGS_shots), generator);
-  const dg::Tensor grid = dg::ops::expand(dg::ops::reshape(dg::linspace(-5.0, 5.0, kPoints), {1, kPoints, 1}), {kTasks, kPoints, 1});
+  const dg::Tensor grid =
+      dg::ops::expand(dg::ops::reshape(dg::linspace(-5.0, 5.0, kPoints), {1, kPoints, 1}), {kTasks, kPoints, 1});
   const std::vector<dg::Tensor> fits =
       dg::remote_sync_call(adapted_fit,
                            dg::args(dg::nn::module_clone(net, dg::nn::CloneBy::kDeepcopy), tasks, grid,
@@ -117,8 +118,8 @@ void plot_fits(const sinusoid::Net& net, dg::Generator& generator, const std::st
                            dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}));
   // Each task's true curve A sin(x + phase) = a sin x + b cos x, with (a, b) solved by least
   // squares from its support points (exact: they lie on the curve).
-  examples::SvgPlot plot("MAML on sinusoids: " + std::to_string(absl::GetFlag(FLAGS_inner_steps)) +
-                             " steps on " + std::to_string(absl::GetFlag(FLAGS_shots)) + " points",
+  examples::SvgPlot plot("MAML on sinusoids: " + std::to_string(absl::GetFlag(FLAGS_inner_steps)) + " steps on " +
+                             std::to_string(absl::GetFlag(FLAGS_shots)) + " points",
                          "x", "y");
   const char* colors[kTasks] = {"#1f77b4", "#d62728", "#2ca02c"};
   const std::vector<double> xs = to_vector(dg::linspace(-5.0, 5.0, kPoints));
@@ -169,9 +170,9 @@ void train() {
   for (int it = 0; it < iterations; ++it) {
     dg::autograd::Context context;
     const dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
-    const dg::Tensor loss =
-        meta_loss(params, sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots), train_tasks),
-                  absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr));
+    const dg::Tensor loss = meta_loss(
+        params, sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots), train_tasks),
+        absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr));
     outer.zero_grad();
     dg::autograd::backward(context, {loss});
     if (!dump_path.empty()) return dump_meta_gradients(net, dump_path);

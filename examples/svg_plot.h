@@ -40,7 +40,8 @@ class SvgPlot {
     auto py = [&](double y) { return kHeight - kBottom - (y - y_min) / (y_max - y_min) * (kHeight - kTop - kBottom); };
     out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
         << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-    out << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title_ << "</text>\n";
+    out << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title_
+        << "</text>\n";
     out << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << kWidth - kLeft - kRight << "\" height=\""
         << kHeight - kTop - kBottom << "\" fill=\"none\" stroke=\"#888\"/>\n";
     for (int tick = 0; tick <= 4; ++tick) {

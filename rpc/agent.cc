@@ -1,10 +1,10 @@
 #include "rpc/agent.h"
 
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
