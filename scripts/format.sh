@@ -3,7 +3,7 @@
 # fails listing the files that are not formatted (the ctest "format" test runs this).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' 2>/dev/null || find core tests bench examples -name '*.cc' -o -name '*.h' -o -name '*.cu')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' '*.cu' 2>/dev/null || find core tests bench examples -name '*.cc' -o -name '*.h' -o -name '*.cu')
 if [[ "${1:-}" == "--check" ]]; then
   unformatted=()
   for f in "${files[@]}"; do

@@ -36,9 +36,8 @@ TEST(MamlSinusoid, EveryWorldSizeGivesTheSingleProcessMetaGradients) {
   for (int world_size = 1; world_size <= 4; ++world_size) {
     SCOPED_TRACE("world size " + std::to_string(world_size));
     const std::string path = scratch.file("world" + std::to_string(world_size) + ".safetensors");
-    const auto results =
-        rpc::testing::run_world(DISTGRAD_MAML_SINUSOID, {"--dump_gradients", path}, world_size,
-                                rpc::testing::Environment{{"OMP_NUM_THREADS", "1"}});
+    const auto results = rpc::testing::run_world(DISTGRAD_MAML_SINUSOID, {"--dump_gradients", path}, world_size,
+                                                 rpc::testing::Environment{{"OMP_NUM_THREADS", "1"}});
     bool all_succeeded = true;
     for (const auto& result : results) all_succeeded = all_succeeded && result.succeeded();
     ASSERT_TRUE(all_succeeded) << rpc::testing::describe(results);

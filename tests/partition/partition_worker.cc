@@ -105,8 +105,8 @@ void calls() {
   check(chunks.size() == 3, "batch_partitioner over 3 workers makes 3 calls, made " + std::to_string(chunks.size()));
   std::vector<Tensor> doubled;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    check(chunks[i].first == static_cast<int64_t>(i), "chunk " + std::to_string(i) + " ran on rank " +
-                                                          std::to_string(chunks[i].first));
+    check(chunks[i].first == static_cast<int64_t>(i),
+          "chunk " + std::to_string(i) + " ran on rank " + std::to_string(chunks[i].first));
     doubled.push_back(chunks[i].second);
   }
   check(chunks[2].second.size(0) == 3, "the last chunk takes the remainder");
@@ -119,16 +119,16 @@ void calls() {
     check(samples[i].first == static_cast<int64_t>(i % 3), "sample " + std::to_string(i) + " round-robin");
     check_close(samples[i].second, dg::ops::mul(dg::ops::select(x, 0, static_cast<int64_t>(i)), 2.0), "sample");
   }
-  const auto columns =
-      dg::remote_sync_call(doubled_with_rank, dg::args(x), dg::dim_partitioner(1, {.exclusive = true, .keepdim = false}));
+  const auto columns = dg::remote_sync_call(doubled_with_rank, dg::args(x),
+                                            dg::dim_partitioner(1, {.exclusive = true, .keepdim = false}));
   check(columns.size() == 2, "dim 1 of size 2 makes 2 calls");
   check_close(columns[1].second, dg::ops::mul(dg::ops::select(x, 1, 1), 2.0), "column 1, dim dropped");
 
   // Reducers: the default (batch_partitioner + mean_reducer), a sum, a tuple field by field.
-  const double mean_of_totals = (dg::sum(dg::ops::narrow(x, 0, 0, 2)).item<double>() +
-                                 dg::sum(dg::ops::narrow(x, 0, 2, 2)).item<double>() +
-                                 dg::sum(dg::ops::narrow(x, 0, 4, 3)).item<double>()) /
-                                3;
+  const double mean_of_totals =
+      (dg::sum(dg::ops::narrow(x, 0, 0, 2)).item<double>() + dg::sum(dg::ops::narrow(x, 0, 2, 2)).item<double>() +
+       dg::sum(dg::ops::narrow(x, 0, 4, 3)).item<double>()) /
+      3;
   check(dg::parallelize(total)(x).item<double>() == mean_of_totals, "parallelize(fn) is batch + mean");
   check(dg::parallelize(total, dg::batch_partitioner, dg::sum_reducer)(x).item<double>() == dg::sum(x).item<double>(),
         "sum_reducer");
@@ -247,10 +247,9 @@ void maml_gradients() {
   std::vector<Tensor> local_losses;
   for (int64_t task = 0; task < kTasks; ++task) {
     auto pick = [&](const Tensor& t) { return dg::select(t, 0, task); };
-    local_losses.push_back(adapt_and_eval(dg::nn::module_clone(net, dg::nn::CloneBy::kReference),
-                                          {pick(tasks.x_support), pick(tasks.y_support), pick(tasks.x_query),
-                                           pick(tasks.y_query)},
-                                          kInnerSteps));
+    local_losses.push_back(adapt_and_eval(
+        dg::nn::module_clone(net, dg::nn::CloneBy::kReference),
+        {pick(tasks.x_support), pick(tasks.y_support), pick(tasks.x_query), pick(tasks.y_query)}, kInnerSteps));
   }
   const Tensor local_loss = dg::mean(dg::stack(local_losses));
   local_loss.backward();
@@ -262,8 +261,8 @@ void maml_gradients() {
 
   // Distributed: one task per call, round-robin over 3 workers.
   dg::autograd::Context context;
-  const auto meta_loss = dg::parallelize(adapt_and_eval, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}),
-                                         dg::mean_reducer);
+  const auto meta_loss =
+      dg::parallelize(adapt_and_eval, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}), dg::mean_reducer);
   const Tensor loss = meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks, kInnerSteps);
   check_close(loss.detach(), local_loss.detach(), "the meta-loss", 1e-12);
   dg::autograd::backward(context, {loss});
@@ -275,8 +274,11 @@ void maml_gradients() {
 }
 
 const std::map<std::string, void (*)()>& scenarios() {
-  static const std::map<std::string, void (*)()> all = {
-      {"calls", calls}, {"async", async_calls}, {"nested", nested}, {"failure", failure}, {"maml_gradients", maml_gradients}};
+  static const std::map<std::string, void (*)()> all = {{"calls", calls},
+                                                        {"async", async_calls},
+                                                        {"nested", nested},
+                                                        {"failure", failure},
+                                                        {"maml_gradients", maml_gradients}};
   return all;
 }
 
