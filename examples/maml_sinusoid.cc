@@ -26,37 +26,18 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "core/safetensors.h"
 #include "distgrad.h"
+#include "examples/maml_flags.h"
 #include "examples/progress.h"
 #include "examples/sinusoid.h"
 #include "examples/svg_plot.h"
 
-ABSL_FLAG(int, iterations, 2000, "meta-training iterations");
-ABSL_FLAG(int, meta_batch, 16, "tasks per meta-iteration");
-ABSL_FLAG(int, shots, 10, "support (and query) points per task");
-ABSL_FLAG(int, inner_steps, 5, "SGD steps on each task's support set");
-ABSL_FLAG(double, inner_lr, 0.01, "learning rate of the inner SGD steps");
-ABSL_FLAG(double, outer_lr, 1e-3, "learning rate of the outer Adam optimizer");
-ABSL_FLAG(int, eval_tasks, 200, "fresh tasks for the meta-test loss");
-ABSL_FLAG(uint64_t, seed, 0, "random seed");
 ABSL_FLAG(std::string, plot, "maml_sinusoid.svg", "where rank 0 writes the plot of adapted fits (empty: no plot)");
-ABSL_FLAG(std::string, dump_gradients, "", "write the first iteration's meta-gradients here and stop");
 
 namespace dg = distgrad;
 using sinusoid::Tasks;
 
 namespace {
-
-// The weights after `inner_steps` differentiable SGD steps on one task's support set ([K, 1]).
-dg::nn::ParamDict adapt(sinusoid::Net& net, dg::nn::ParamDict params, const Tasks& task, int inner_steps,
-                        double inner_lr) {
-  dg::optim::MetaSGD inner(params, inner_lr);
-  for (int step = 0; step < inner_steps; ++step) {
-    params = inner.step(dg::nn::mse_loss(dg::nn::functional_call(net, params, task.x_support), task.y_support));
-  }
-  return params;
-}
 
 // One network per thread: functional_call swaps tensors into the module, so threads that serve
 // calls at the same time must not share one.
@@ -69,16 +50,14 @@ sinusoid::Net& thread_net() {
 
 // Runs on a worker: the query loss of one task after adapting `params` to its support set.
 dg::Tensor adapt_and_eval(dg::nn::ParamDict params, Tasks task, int inner_steps, double inner_lr) {
-  sinusoid::Net& net = thread_net();
-  params = adapt(net, std::move(params), task, inner_steps, inner_lr);
-  return dg::nn::mse_loss(dg::nn::functional_call(net, params, task.x_query), task.y_query);
+  return sinusoid::adapted_query_loss(thread_net(), std::move(params), task, inner_steps, inner_lr);
 }
 DISTGRAD_REMOTE(adapt_and_eval);
 
 // Runs on a worker: the adapted model's predictions at `x` ([G, 1]), for the plot.
 dg::Tensor adapted_fit(dg::nn::ParamDict params, Tasks task, dg::Tensor x, int inner_steps, double inner_lr) {
   sinusoid::Net& net = thread_net();
-  params = adapt(net, std::move(params), task, inner_steps, inner_lr);
+  params = sinusoid::adapt(net, std::move(params), task, inner_steps, inner_lr);
   dg::autograd::NoGradGuard no_grad;
   return dg::nn::functional_call(net, params, x);
 }
@@ -143,13 +122,6 @@ void plot_fits(const sinusoid::Net& net, dg::Generator& generator, const std::st
   std::printf("wrote %s\n", path.c_str());
 }
 
-void dump_meta_gradients(sinusoid::Net& net, const std::string& path) {
-  dg::NamedTensors gradients;
-  for (const auto& [name, parameter] : net.named_parameters()) gradients.emplace_back(name, parameter.grad());
-  dg::save_safetensors(path, gradients);
-  std::printf("wrote the meta-gradients of iteration 1 to %s\n", path.c_str());
-}
-
 void train() {
   dg::manual_seed(absl::GetFlag(FLAGS_seed));
   dg::Generator test_tasks(absl::GetFlag(FLAGS_seed) + 1);  // the same fresh tasks before and after
@@ -175,7 +147,11 @@ void train() {
         absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr));
     outer.zero_grad();
     dg::autograd::backward(context, {loss});
-    if (!dump_path.empty()) return dump_meta_gradients(net, dump_path);
+    if (!dump_path.empty()) {
+      sinusoid::write_gradients(net, dump_path);
+      std::printf("wrote the meta-gradients of iteration 1 to %s\n", dump_path.c_str());
+      return;
+    }
     outer.step();
     progress.update(it + 1, loss.item<double>());
   }

@@ -15,41 +15,22 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "core/safetensors.h"
+#include "examples/maml_flags.h"
 #include "examples/progress.h"
 #include "examples/sinusoid.h"
-#include "nn/functional_call.h"
-#include "nn/loss.h"
 #include "optim/adam.h"
-#include "optim/meta_sgd.h"
-
-ABSL_FLAG(int, iterations, 2000, "meta-training iterations");
-ABSL_FLAG(int, meta_batch, 16, "tasks per meta-iteration");
-ABSL_FLAG(int, shots, 10, "support (and query) points per task");
-ABSL_FLAG(int, inner_steps, 5, "SGD steps on each task's support set");
-ABSL_FLAG(double, inner_lr, 0.01, "learning rate of the inner SGD steps");
-ABSL_FLAG(double, outer_lr, 1e-3, "learning rate of the outer Adam optimizer");
-ABSL_FLAG(int, eval_tasks, 200, "fresh tasks for the meta-test loss");
-ABSL_FLAG(uint64_t, seed, 0, "random seed");
-ABSL_FLAG(std::string, dump_gradients, "", "write the first iteration's meta-gradients here and stop");
 
 namespace dg = distgrad;
 
 namespace {
 
-// The query loss of one task after adapting `net`'s weights to its support set.
+// The query loss of one task of the batch after adapting `net`'s weights to its support set.
 dg::Tensor adapted_query_loss(sinusoid::Net& net, const sinusoid::Tasks& tasks, int64_t task) {
-  dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kReference);
-  dg::optim::MetaSGD inner(params, absl::GetFlag(FLAGS_inner_lr));
-  const dg::Tensor x_support = dg::select(tasks.x_support, 0, task), y_support = dg::select(tasks.y_support, 0, task);
-  for (int step = 0; step < absl::GetFlag(FLAGS_inner_steps); ++step) {
-    params = inner.step(dg::nn::mse_loss(dg::nn::functional_call(net, params, x_support), y_support));
-  }
-  return dg::nn::mse_loss(dg::nn::functional_call(net, params, dg::select(tasks.x_query, 0, task)),
-                          dg::select(tasks.y_query, 0, task));
+  return sinusoid::adapted_query_loss(net, dg::nn::module_clone(net, dg::nn::CloneBy::kReference),
+                                      sinusoid::select_task(tasks, task), absl::GetFlag(FLAGS_inner_steps),
+                                      absl::GetFlag(FLAGS_inner_lr));
 }
 
 // The meta-test loss: the mean adapted query loss over fresh tasks (no outer gradient).
@@ -92,9 +73,7 @@ int main(int argc, char** argv) {
     outer.zero_grad();
     meta_loss.backward();
     if (!dump_path.empty()) {
-      dg::NamedTensors gradients;
-      for (const auto& [name, parameter] : net.named_parameters()) gradients.emplace_back(name, parameter.grad());
-      dg::save_safetensors(dump_path, gradients);
+      sinusoid::write_gradients(net, dump_path);
       std::printf("wrote the meta-gradients of iteration 1 to %s\n", dump_path.c_str());
       return 0;
     }
