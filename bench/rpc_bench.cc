@@ -1,5 +1,6 @@
 // RPC costs, measured by a world of processes on one machine: round-trip latency of an echo,
-// calls per second with a window of calls in flight, and the start-up of a whole world.
+// calls per second with a window of calls in flight, the start-up of a whole world, and whole
+// distributed autograd contexts.
 //
 // Every rank runs this program with the launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT); rank 0 measures and prints one JSON line per workload on stdout:
@@ -10,6 +11,19 @@
 //   startup     N workers: from the world's start to passing a barrier after init_rpc (the
 //               largest over ranks, gathered through the Store), then a graceful shutdown,
 //               timed on rank 0.
+//   autograd    3 workers: rank 0 times whole distributed autograd contexts (create, forward
+//               through RPC, backward, get_gradients, release); median, p10 and p90 seconds per
+//               context; "bytes" is the size of one operand tensor.
+//                 dist_autograd/context/3x3, .../1000x1000: t3 = rpc_sync(worker1, add, t1, t2),
+//                   loss = sum(t3 * t4), backward(ctx, {loss}), get_gradients(ctx); t1, t2, t4
+//                   are leaves that require grad.
+//                 dist_autograd/floor/1000x1000: the bytes on the wire of that context as plain
+//                   echoes off worker1, one of 8 MB (two operands out and back) then one of 4 MB
+//                   (one tensor out and back), both timed as one sample: the forward moves
+//                   8 MB out and 4 MB back, the backward 4 MB out and 8 MB back.
+//                 dist_autograd/chain3: worker0 -> worker1 (sin) -> worker2 (square) -> worker0
+//                   (times 2), each hop a registered function calling the next on a 3x3 tensor,
+//                   then sum, backward and get_gradients on worker0.
 //
 //   RANK=0 WORLD_SIZE=2 MASTER_PORT=29511 build/bench/rpc_bench latency &
 //   RANK=1 WORLD_SIZE=2 MASTER_PORT=29511 build/bench/rpc_bench latency
@@ -25,21 +39,30 @@
 #include <ctime>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "autograd/distributed/dist_autograd.h"
+#include "autograd/ops.h"
 #include "core/creation.h"
+#include "core/random.h"
+#include "core/reduction.h"
 #include "rpc/rpc.h"
 
 ABSL_FLAG(double, duration_s, 3.0, "throughput: seconds of measured calls (after a tenth as long of warm-up)");
 ABSL_FLAG(int, window, 32, "throughput: calls in flight");
-ABSL_FLAG(double, repetitions_scale, 1.0, "latency: multiplies every workload's repetition count");
+ABSL_FLAG(double, repetitions_scale, 1.0, "latency, autograd: multiplies every workload's repetition count");
 ABSL_FLAG(std::vector<std::string>, sizes, std::vector<std::string>({"1float", "1KB", "1MB", "64MB"}),
           "latency: the tensor sizes to measure");
+ABSL_FLAG(std::vector<std::string>, workloads,
+          std::vector<std::string>({"context/3x3", "context/1000x1000", "floor/1000x1000", "chain3"}),
+          "autograd: the workloads to measure (the names after dist_autograd/)");
 
 namespace dg = distgrad;
 namespace rpc = distgrad::rpc;
@@ -144,6 +167,118 @@ void run_throughput() {
   std::fflush(stdout);
 }
 
+// --- distributed autograd
+
+dg::Tensor add_tensors(dg::Tensor a, dg::Tensor b) { return a + b; }
+DISTGRAD_REMOTE(add_tensors);
+
+// The three hops of dist_autograd/chain3, each on its worker, each calling the next.
+dg::Tensor chain_on_worker0(dg::Tensor x) { return x * 2.0; }
+DISTGRAD_REMOTE(chain_on_worker0);
+dg::Tensor chain_on_worker2(dg::Tensor x) { return rpc::rpc_sync(0, chain_on_worker0, x * x); }
+DISTGRAD_REMOTE(chain_on_worker2);
+dg::Tensor chain_on_worker1(dg::Tensor x) { return rpc::rpc_sync(2, chain_on_worker2, dg::sin(x)); }
+DISTGRAD_REMOTE(chain_on_worker1);
+
+// Runs `iteration` warm-up times, then times it `repetitions` times and prints the samples.
+template <typename F>
+void time_iterations(const std::string& name, int repetitions, int64_t bytes, F iteration) {
+  const double scale = absl::GetFlag(FLAGS_repetitions_scale);
+  repetitions = std::max(3, static_cast<int>(repetitions * scale));
+  const int warm_up = std::max(2, repetitions / 10);
+  for (int i = 0; i < warm_up; ++i) iteration();
+  std::vector<double> samples;
+  samples.reserve(repetitions);
+  for (int i = 0; i < repetitions; ++i) {
+    const auto start = Clock::now();
+    iteration();
+    samples.push_back(seconds_between(start, Clock::now()));
+  }
+  print_latency(name, std::move(samples), bytes);
+}
+
+// Fails unless `found` matches `expected` (the gradients of the first context of a workload).
+void check_gradient(const char* what, const dg::Tensor& found, const dg::Tensor& expected) {
+  DISTGRAD_CHECK(dg::ops::allclose(found, expected, 1e-5, 1e-6), "rpc_bench: the gradient of ", what,
+                 " is wrong: expected ", expected.describe(), ", found ", found.describe());
+}
+
+// Rank 0: one distributed autograd context per iteration around an add on worker1.
+void run_context(int64_t side, int repetitions) {
+  const dg::Tensor t1 = dg::rand({side, side}, dg::requires_grad());
+  const dg::Tensor t2 = dg::rand({side, side}, dg::requires_grad());
+  const dg::Tensor t4 = dg::rand({side, side}, dg::requires_grad());
+  // The leaves are reused: from the second context on, backward adds into their .grad() in place.
+  bool checked = false;
+  auto iteration = [&] {
+    dg::autograd::Context context;
+    const dg::Tensor t3 = rpc::rpc_sync(1, add_tensors, t1, t2);
+    const dg::Tensor loss = dg::sum(t3 * t4);
+    dg::autograd::backward(context, {loss});
+    const dg::autograd::GradientMap grads = dg::autograd::get_gradients(context);
+    DISTGRAD_CHECK(grads.size() == 3, "rpc_bench: expected 3 gradients in the context, found ", grads.size());
+    if (!checked) {
+      check_gradient("t1", grads.at(t1), t4.detach());
+      check_gradient("t2", grads.at(t2), t4.detach());
+      check_gradient("t4", grads.at(t4), t1.detach() + t2.detach());
+      checked = true;
+    }
+  };
+  const std::string size = std::to_string(side) + "x" + std::to_string(side);
+  time_iterations("dist_autograd/context/" + size, repetitions, side * side * 4, iteration);
+}
+
+// Rank 0: the bytes on the wire of a 1000x1000 context as plain echoes (the file's comment).
+void run_floor(int64_t side, int repetitions) {
+  const dg::Tensor pair = dg::ones({2 * side * side});
+  const dg::Tensor single = dg::ones({side * side});
+  auto iteration = [&] {
+    const dg::Tensor first = rpc::rpc_sync(1, echo, pair);
+    const dg::Tensor second = rpc::rpc_sync(1, echo, single);
+    DISTGRAD_CHECK(first.numel() == pair.numel() && second.numel() == single.numel(),
+                   "rpc_bench: an echo came back with the wrong number of elements");
+  };
+  const std::string size = std::to_string(side) + "x" + std::to_string(side);
+  time_iterations("dist_autograd/floor/" + size, repetitions, side * side * 4, iteration);
+}
+
+// Rank 0: one context per iteration around worker0 -> worker1 -> worker2 -> worker0.
+void run_chain(int repetitions) {
+  const dg::Tensor x = dg::rand({3, 3}, dg::requires_grad());
+  bool checked = false;
+  auto iteration = [&] {
+    dg::autograd::Context context;
+    const dg::Tensor y = rpc::rpc_sync(1, chain_on_worker1, x);
+    const dg::Tensor loss = dg::sum(y);
+    dg::autograd::backward(context, {loss});
+    const dg::autograd::GradientMap grads = dg::autograd::get_gradients(context);
+    DISTGRAD_CHECK(grads.size() == 1, "rpc_bench: expected 1 gradient in the context, found ", grads.size());
+    if (!checked) {  // d/dx sum(2 sin(x)^2) = 4 sin(x) cos(x)
+      const dg::Tensor value = x.detach();
+      check_gradient("x", grads.at(x), dg::sin(value) * dg::cos(value) * 4.0);
+      checked = true;
+    }
+  };
+  time_iterations("dist_autograd/chain3", repetitions, 3 * 3 * 4, iteration);
+}
+
+void run_autograd() {
+  const std::vector<std::string> workloads = absl::GetFlag(FLAGS_workloads);
+  const std::vector<std::pair<std::string, std::function<void()>>> known = {
+      {"context/3x3", [] { run_context(3, 1000); }},
+      {"context/1000x1000", [] { run_context(1000, 50); }},
+      {"floor/1000x1000", [] { run_floor(1000, 50); }},
+      {"chain3", [] { run_chain(500); }}};
+  for (const std::string& workload : workloads) {
+    DISTGRAD_CHECK(std::any_of(known.begin(), known.end(), [&](const auto& entry) { return entry.first == workload; }),
+                   "rpc_bench: --workloads expects context/3x3, context/1000x1000, floor/1000x1000 or chain3, found '",
+                   workload, "'");
+  }
+  for (const auto& [name, run] : known) {
+    if (std::find(workloads.begin(), workloads.end(), name) != workloads.end()) run();
+  }
+}
+
 // Seconds since this process started (/proc/self/stat's start time, in clock ticks since boot).
 double seconds_since_process_start() {
   std::ifstream stat_file("/proc/self/stat");
@@ -208,11 +343,12 @@ int run_startup() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("rpc_bench latency|throughput|startup (one process per rank; see the file's comment)");
+  absl::SetProgramUsageMessage(
+      "rpc_bench latency|throughput|startup|autograd (one process per rank; see the file's comment)");
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::string mode = positional.size() == 2 ? positional[1] : "";
-  if (mode != "latency" && mode != "throughput" && mode != "startup") {
-    std::fprintf(stderr, "usage: rpc_bench latency|throughput|startup [--flags]\n");
+  if (mode != "latency" && mode != "throughput" && mode != "startup" && mode != "autograd") {
+    std::fprintf(stderr, "usage: rpc_bench latency|throughput|startup|autograd [--flags]\n");
     return 2;
   }
   if (mode == "startup") {
@@ -224,11 +360,19 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (rpc::get_world_size() < 2) {
-    std::fprintf(stderr, "rpc_bench %s: expected WORLD_SIZE >= 2 (rank 0 calls worker1), found %d\n", mode.c_str(),
-                 rpc::get_world_size());
+  const int needed = mode == "autograd" ? 3 : 2;
+  if (rpc::get_world_size() < needed) {
+    std::fprintf(stderr, "rpc_bench %s: expected WORLD_SIZE >= %d (rank 0 calls worker1%s), found %d\n", mode.c_str(),
+                 needed, needed == 3 ? " and the chain goes through worker2" : "", rpc::get_world_size());
     return 2;
   }
-  return rpc::auto_init_rpc(nullptr,
-                            rpc::rank_zero_only([&] { mode == "latency" ? run_latency() : run_throughput(); }));
+  return rpc::auto_init_rpc(nullptr, rpc::rank_zero_only([&] {
+                              if (mode == "latency") {
+                                run_latency();
+                              } else if (mode == "throughput") {
+                                run_throughput();
+                              } else {
+                                run_autograd();
+                              }
+                            }));
 }

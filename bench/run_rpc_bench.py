@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the RPC benchmark worlds, ours and torch.distributed.rpc's, alternately; reports medians and ratios.
 
-  python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup]
+  python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup,autograd]
       [--startup-workers 64] [--peer-transports default,uv] [--peer-python ~/.venvs/distgrad-peer/bin/python]
 
 Each round starts one world per contender and mode: BUILD/bench/rpc_bench (ours) and
@@ -16,6 +16,8 @@ after one rank fails. The contenders' order rotates from round to round.
 Prints one JSON object per workload (the median over rounds of each round's figure, and the
 ratio peer time / our time, where larger is better for us) and a Markdown table for
 docs/benchmarks.md (on stderr). A world that fails or times out is reported with its error.
+The autograd mode (3 workers) also prints, per contender, its 1000x1000 context's time over the
+bytes-on-wire floor measured in the same world (the median over rounds of each round's ratio).
 """
 import argparse
 import json
@@ -108,9 +110,10 @@ def contenders(args, mode):
     ours = os.path.join(args.build, "bench", "rpc_bench")
     peer = [args.peer_python, os.path.join(HERE, "peer", "rpc_torch.py")]
     flags = {"latency": [f"--repetitions_scale={args.repetitions_scale}"],
-             "throughput": [f"--duration_s={args.duration_s}", f"--window={args.window}"], "startup": []}[mode]
+             "throughput": [f"--duration_s={args.duration_s}", f"--window={args.window}"], "startup": [],
+             "autograd": [f"--repetitions_scale={args.repetitions_scale}"]}[mode]
     peer_flags = [f.split("=", 1)[0].replace("_", "-") + "=" + f.split("=", 1)[1] for f in flags]  # --duration-s=3
-    sizes = args.startup_workers if mode == "startup" else [2]
+    sizes = args.startup_workers if mode == "startup" else [3] if mode == "autograd" else [2]
     for size in sizes:
         yield "distgrad", [ours, mode] + flags, size
         if args.peer_python:
@@ -131,7 +134,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--modes", default="latency,throughput,startup")
+    parser.add_argument("--modes", default="latency,throughput,startup", help="also: autograd")
     parser.add_argument("--startup-workers", default="64", help="comma-separated world sizes for the start-up mode")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
@@ -165,7 +168,7 @@ def main():
                     if "error" in row:
                         errors.setdefault((row["name"], label), []).append(row["error"])
                     else:
-                        results.setdefault((row["name"], label), []).append(row)
+                        results.setdefault((row["name"], label), []).append(dict(row, round=round_index))
                 name = f"startup/{size}workers"
                 if error and mode == "startup" and not any(row["name"] == name for row in rows):
                     if name not in order:
@@ -218,6 +221,16 @@ def main():
         print(json.dumps(result))
         table.append("| " + " | ".join(cells) + " |")
     print("\n".join(table), file=sys.stderr)
+
+    # The 1000x1000 context over its bytes-on-wire floor (rpc_bench.cc), round by round.
+    context, floor = "dist_autograd/context/1000x1000", "dist_autograd/floor/1000x1000"
+    for label in labels:
+        floors = {row["round"]: row["seconds_per_iter"] for row in results.get((floor, label), [])}
+        ratios = [row["seconds_per_iter"] / floors[row["round"]] for row in results.get((context, label), [])
+                  if row["round"] in floors]
+        if ratios:
+            print(json.dumps({"name": f"{context} / floor", "contender": label, "ratio": statistics.median(ratios),
+                              "per_round": [round(r, 3) for r in ratios]}))
 
 
 if __name__ == "__main__":

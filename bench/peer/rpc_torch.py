@@ -1,11 +1,14 @@
-"""PyTorch twin of bench/rpc_bench.cc: the same modes with torch.distributed.rpc over TensorPipe.
+"""PyTorch twin of bench/rpc_bench.cc: the same modes with torch.distributed.rpc over TensorPipe
+(and torch.distributed.autograd for the autograd mode).
 
   RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python rpc_torch.py MODE [--transports default|uv]
       [--duration-s 3] [--window 32] [--repetitions-scale 1] [--timeout-s 120]
 
-MODE is latency, throughput or startup (see rpc_bench.cc); rank 0 prints one JSON line per
-workload, with the same names as rpc_bench. --transports uv passes _transports=["uv"] (TCP
-only: TensorPipe's default shared-memory transport busy-polls a core in every process).
+MODE is latency, throughput, startup or autograd (see rpc_bench.cc; autograd needs 3 workers);
+rank 0 prints one JSON line per workload, with the same names as rpc_bench. The autograd mode
+calls the builtin torch.add on worker1 (sent as a builtin operator, no Python there; the chain's
+hops are Python functions). --transports uv passes _transports=["uv"] (TCP only: TensorPipe's
+default shared-memory transport busy-polls a core in every process).
 Run with the peer's interpreter (scripts/install_peer.sh); bench/run_rpc_bench.py drives it.
 """
 import argparse
@@ -16,6 +19,7 @@ import sys
 import time
 
 import torch
+import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 from torch.distributed.rpc import api as rpc_api
 
@@ -24,6 +28,19 @@ LATENCY_WORKLOADS = (("1float", 1, 1000), ("1KB", 256, 200), ("1MB", 256 << 10, 
 
 def echo(tensor):
     return tensor
+
+
+def chain_on_worker0(x):
+    return x * 2.0
+
+
+def chain_on_worker2(x):
+    return rpc.rpc_sync("worker0", chain_on_worker0, args=(x * x,))
+
+
+def chain_on_worker1(x):
+    """The first of the three hops of dist_autograd/chain3, each calling the next."""
+    return rpc.rpc_sync("worker2", chain_on_worker2, args=(torch.sin(x),))
 
 
 def quantile(sorted_samples, q):
@@ -64,6 +81,84 @@ def run_latency(args):
             emit({"name": f"latency/{'sync' if sync else 'async'}/{label}", "seconds_per_iter": quantile(samples, 0.5),
                   "p10": quantile(samples, 0.1), "p90": quantile(samples, 0.9), "repetitions": repetitions,
                   "bytes": elements * 4}, args)
+
+
+def time_iterations(name, repetitions, nbytes, iteration, args):
+    """Warm-up iterations, then `repetitions` timed ones, as rpc_bench.cc's time_iterations."""
+    repetitions = max(3, int(repetitions * args.repetitions_scale))
+    for _ in range(max(2, repetitions // 10)):
+        iteration()
+    samples = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        iteration()
+        samples.append(time.perf_counter() - start)
+    samples.sort()
+    emit({"name": name, "seconds_per_iter": quantile(samples, 0.5), "p10": quantile(samples, 0.1),
+          "p90": quantile(samples, 0.9), "repetitions": repetitions, "bytes": nbytes}, args)
+
+
+def check_gradient(what, found, expected):
+    assert torch.allclose(found, expected, rtol=1e-5, atol=1e-6), f"the gradient of {what} is wrong"
+
+
+def run_context(side, repetitions, args):
+    t1 = torch.rand(side, side, requires_grad=True)
+    t2 = torch.rand(side, side, requires_grad=True)
+    t4 = torch.rand(side, side, requires_grad=True)
+    checked = False
+
+    def iteration():
+        nonlocal checked
+        with dist_autograd.context() as ctx:
+            t3 = rpc.rpc_sync("worker1", torch.add, args=(t1, t2))
+            loss = (t3 * t4).sum()
+            dist_autograd.backward(ctx, [loss])
+            grads = dist_autograd.get_gradients(ctx)
+            assert len(grads) == 3, f"expected 3 gradients in the context, found {len(grads)}"
+            if not checked:
+                check_gradient("t1", grads[t1], t4.detach())
+                check_gradient("t2", grads[t2], t4.detach())
+                check_gradient("t4", grads[t4], t1.detach() + t2.detach())
+                checked = True
+
+    time_iterations(f"dist_autograd/context/{side}x{side}", repetitions, side * side * 4, iteration, args)
+
+
+def run_floor(side, repetitions, args):
+    pair, single = torch.ones(2 * side * side), torch.ones(side * side)
+
+    def iteration():
+        first = rpc.rpc_sync("worker1", echo, args=(pair,))
+        second = rpc.rpc_sync("worker1", echo, args=(single,))
+        assert first.numel() == pair.numel() and second.numel() == single.numel()
+
+    time_iterations(f"dist_autograd/floor/{side}x{side}", repetitions, side * side * 4, iteration, args)
+
+
+def run_chain(repetitions, args):
+    x = torch.rand(3, 3, requires_grad=True)
+    checked = False
+
+    def iteration():
+        nonlocal checked
+        with dist_autograd.context() as ctx:
+            loss = rpc.rpc_sync("worker1", chain_on_worker1, args=(x,)).sum()
+            dist_autograd.backward(ctx, [loss])
+            grads = dist_autograd.get_gradients(ctx)
+            assert len(grads) == 1, f"expected 1 gradient in the context, found {len(grads)}"
+            if not checked:  # d/dx sum(2 sin(x)^2) = 4 sin(x) cos(x)
+                check_gradient("x", grads[x], torch.sin(x.detach()) * torch.cos(x.detach()) * 4.0)
+                checked = True
+
+    time_iterations("dist_autograd/chain3", repetitions, 3 * 3 * 4, iteration, args)
+
+
+def run_autograd(args):
+    run_context(3, 1000, args)
+    run_context(1000, 50, args)
+    run_floor(1000, 50, args)
+    run_chain(500, args)
 
 
 def run_throughput(args):
@@ -114,13 +209,14 @@ def run_startup(args, rank, world_size, before_init):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["latency", "throughput", "startup"])
+    parser.add_argument("mode", choices=["latency", "throughput", "startup", "autograd"])
     parser.add_argument("--transports", choices=["default", "uv"], default="default")
     parser.add_argument("--duration-s", type=float, default=3.0)
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--repetitions-scale", type=float, default=1.0)
     parser.add_argument("--timeout-s", type=float, default=120.0, help="init_rpc, the barrier and every call")
     args = parser.parse_args()
+    torch.set_num_threads(1)
 
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     options = rpc.TensorPipeRpcBackendOptions(
@@ -134,7 +230,7 @@ def main():
         if args.mode == "startup":
             passed = run_startup(args, rank, world_size, before_init)
         elif rank == 0:
-            run_latency(args) if args.mode == "latency" else run_throughput(args)
+            {"latency": run_latency, "throughput": run_throughput, "autograd": run_autograd}[args.mode](args)
         stage = "shutdown"
         rpc.shutdown(graceful=True)
         if passed is not None and rank == 0:
