@@ -1,5 +1,7 @@
 #include "autograd/autograd_meta.h"
 
+#include <mutex>
+
 #include "autograd/accumulate_grad.h"
 
 namespace distgrad::autograd {
@@ -55,6 +57,10 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& tensor) {
   AutogradMeta& meta = materialize_meta(tensor);
   DISTGRAD_CHECK(meta.requires_grad && !meta.grad_fn, "grad_accumulator: expected a leaf that requires grad, found a ",
                  tensor.describe());
+  // Threads that record graphs on one leaf at once (requests served in parallel) share one
+  // accumulator: the weak_ptr is read and replaced under a lock, as PyTorch does.
+  static std::mutex accumulator_mutex;
+  std::lock_guard<std::mutex> lock(accumulator_mutex);
   if (std::shared_ptr<Node> existing = meta.grad_accumulator.lock()) return existing;
   auto accumulator = std::make_shared<AccumulateGrad>(tensor);
   meta.grad_accumulator = accumulator;

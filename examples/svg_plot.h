@@ -77,7 +77,7 @@ class SvgPlot {
     bool dashed;
   };
 
-  static double round2(double value) { return std::round(value * 100) / 100; }
+  static double round2(double value) { return std::round(value * 100) / 100 + 0.0; }  // + 0.0: no "-0"
 
   std::string title_, x_label_, y_label_;
   std::vector<Series> series_;

@@ -10,13 +10,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 
+#include "absl/base/thread_annotations.h"
 #include "core/copy.h"
 #include "proto/distgrad.grpc.pb.h"
 #include "rpc/credentials.h"
@@ -174,7 +177,13 @@ struct Agent::Impl {
   std::vector<std::unique_ptr<Peer>> peers;
   // Read by every call, replaced whole by set_hooks (which may run while calls are served).
   std::atomic<std::shared_ptr<const CallHooks>> hooks{installed_hooks()};
-  std::atomic<int64_t> outgoing_in_flight{0};
+  // This worker's client calls in flight (async and sync). A graceful shutdown waits for them;
+  // stop() cancels them and waits for their completions, so that no callback outlives the agent
+  // and no call is left inside gRPC when the process exits. Recursive: gRPC may run a cancelled
+  // call's callback (which calls call_finished) inline, inside TryCancel.
+  std::recursive_mutex calls_mutex;
+  std::condition_variable_any calls_finished;  // notified under calls_mutex
+  std::unordered_set<grpc::ClientContext*> calls_in_flight ABSL_GUARDED_BY(calls_mutex);
   int barrier_generation = 0;
   bool stopped = false;
 
@@ -194,6 +203,30 @@ struct Agent::Impl {
       if (std::find(missing.begin(), missing.end(), keys[rank]) != missing.end()) ranks.push_back(rank);
     }
     return ranks;
+  }
+
+  void call_started(grpc::ClientContext* context) {
+    std::lock_guard<std::recursive_mutex> lock(calls_mutex);
+    calls_in_flight.insert(context);
+  }
+  void call_finished(grpc::ClientContext* context) {
+    std::lock_guard<std::recursive_mutex> lock(calls_mutex);
+    calls_in_flight.erase(context);
+    calls_finished.notify_all();
+  }
+  // Waits until no client call is in flight (each has its own deadline).
+  void wait_for_calls() {
+    std::unique_lock<std::recursive_mutex> lock(calls_mutex);
+    calls_finished.wait(lock, [this] { return calls_in_flight.empty(); });
+  }
+  // Cancels the client calls in flight; returns whether they all finished within `timeout`.
+  // While the lock is held no call can finish on another thread, so every context in the copy
+  // is alive when it is cancelled (one finished inline is erased from the set, not the copy).
+  bool cancel_calls(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::recursive_mutex> lock(calls_mutex);
+    const std::vector<grpc::ClientContext*> in_flight(calls_in_flight.begin(), calls_in_flight.end());
+    for (grpc::ClientContext* context : in_flight) context->TryCancel();
+    return calls_finished.wait_for(lock, timeout, [this] { return calls_in_flight.empty(); });
   }
 
   void start();
@@ -458,6 +491,11 @@ void Agent::Impl::stop() {
   if (stopped) return;
   stopped = true;
   if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  // Cancelled calls complete at once; a callback still running user continuations gets a while.
+  if (!cancel_calls(std::chrono::seconds(10))) {
+    std::fprintf(stderr, "[%s] rpc: calls still in flight 10 s after they were cancelled at shutdown\n",
+                 names.empty() ? "worker" : names[world.rank].c_str());
+  }
   executor.reset();
   if (server) server->Wait();
   {
@@ -508,7 +546,7 @@ Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::millis
     delete state;
     throw;
   }
-  ++impl_->outgoing_in_flight;
+  impl_->call_started(&state->context);
   peer.stub->UnaryCall(&state->context, kCallMethod, grpc::StubOptions(), &state->request, &state->response,
                        [impl = impl_.get(), state](const grpc::Status& status) {
                          std::unique_ptr<Impl::AsyncCall> call(state);
@@ -518,7 +556,7 @@ Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::millis
                          } catch (...) {
                            call->promise.set_error(std::current_exception());
                          }
-                         --impl->outgoing_in_flight;
+                         impl->call_finished(&call->context);  // the last use of impl
                        });
   return future;
 }
@@ -530,13 +568,13 @@ Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds ti
   const std::string function = call.function;
   const grpc::ByteBuffer request = impl_->encode_request(to, call);
   grpc::ByteBuffer response;
-  ++impl_->outgoing_in_flight;
+  impl_->call_started(&context);
   grpc::Status status;
   {
     detail::BlockingScope blocking;
     status = grpc::internal::BlockingUnaryCall(peer.channel.get(), *peer.method, &context, request, &response);
   }
-  --impl_->outgoing_in_flight;
+  impl_->call_finished(&context);
   if (!status.ok()) throw impl_->call_error(to, function, status);
   return impl_->decode_reply(to, response);
 }
@@ -549,7 +587,7 @@ void Agent::shutdown(bool graceful) {
   if (graceful && !impl_->stopped) {
     // Everyone arrives; then every worker's calls are answered before any server stops.
     impl_->wait_for_everyone("shutdown", impl_->options.shutdown_timeout, "shutdown");
-    while (impl_->outgoing_in_flight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    impl_->wait_for_calls();
     impl_->wait_for_everyone("drained", impl_->options.shutdown_timeout, "shutdown");
     // The Store's host leaves last, once everyone has read what they needed from it.
     impl_->store_client->set(impl_->key("left/" + std::to_string(impl_->world.rank)), "1");

@@ -1,5 +1,7 @@
 #include "autograd/distributed/dist_autograd.h"
 
+#include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
@@ -65,8 +67,8 @@ void propagate_gradients(int64_t context_id, int64_t message_id, std::vector<Ten
 }
 DISTGRAD_REMOTE_NAMED(propagate_gradients, "__distgrad.autograd.propagate");
 
-void forward_to_workers(const ContextPtr& context, int except, void (*message)(int64_t, int64_t, int),
-                        int64_t argument);
+std::vector<rpc::Future<void>> forward_to_workers(const ContextPtr& context, int except,
+                                                  void (*message)(int64_t, int64_t, int), int64_t argument);
 
 // Releases the context here and on the workers it talked to, except the one that asked.
 void release_context(int64_t context_id, int64_t, int from) {
@@ -76,29 +78,57 @@ void release_context(int64_t context_id, int64_t, int from) {
 }
 DISTGRAD_REMOTE_NAMED(release_context, "__distgrad.autograd.release");
 
-// Frees the graph of the context's send functions here and on the workers it talked to; a
-// pass id already seen stops the message (Note [Graphs kept through a pass]).
+// Frees the graph of the context's send functions here and on the workers it talked to, and
+// returns once they have too; a pass id already seen stops the message (Note [Graphs kept
+// through a pass]).
 void release_pass_graph(int64_t context_id, int64_t pass_id, int from) {
   ContextPtr context = ContextContainer::instance().find(context_id);
   if (context == nullptr || !context->mark_pass_released(pass_id)) return;
   release_graph_from(context->send_functions());
-  forward_to_workers(context, from, &release_pass_graph, pass_id);
+  for (const rpc::Future<void>& done : forward_to_workers(context, from, &release_pass_graph, pass_id)) done.wait();
 }
 DISTGRAD_REMOTE_NAMED(release_pass_graph, "__distgrad.autograd.release_graph");
 
 // Sends `message` about `context` to every worker it talked to but `except`, without waiting
-// (a slow or dead peer never blocks the sender; failures are ignored: the peer is gone).
-void forward_to_workers(const ContextPtr& context, int except, void (*message)(int64_t, int64_t, int),
-                        int64_t argument) {
-  if (!rpc::is_initialized()) return;
+// (a slow or dead peer never blocks the sender; failures are ignored: the peer is gone). Returns
+// the calls, for a sender that needs to know when they are done.
+std::vector<rpc::Future<void>> forward_to_workers(const ContextPtr& context, int except,
+                                                  void (*message)(int64_t, int64_t, int), int64_t argument) {
+  std::vector<rpc::Future<void>> calls;
+  if (!rpc::is_initialized()) return calls;
   const int self = rpc::world_info().rank;
   for (int worker : context->workers()) {
     if (worker == except || worker == self) continue;
     try {
-      rpc::rpc_async(worker, message, context->id(), argument, self);
+      calls.push_back(rpc::rpc_async(worker, message, context->id(), argument, self));
     } catch (const std::exception&) {  // the job is shutting down: nothing left to release there
     }
   }
+  return calls;
+}
+
+// The graph releases (release_pass_graph) sent at the end of the last pass of each of this
+// process's contexts that did not retain its graph. The next pass of the context waits for them,
+// so that it never runs over a graph that a worker has not finished freeing (Note [Graphs kept
+// through a pass]).
+struct PendingReleases {
+  std::mutex mutex;  // guards by_context
+  std::unordered_map<int64_t, std::vector<rpc::Future<void>>> by_context ABSL_GUARDED_BY(mutex);
+};
+
+PendingReleases& pending_releases() {
+  static auto* pending = new PendingReleases;  // never destroyed, as the contexts
+  return *pending;
+}
+
+std::vector<rpc::Future<void>> take_pending_releases(int64_t context_id) {
+  PendingReleases& pending = pending_releases();
+  std::lock_guard<std::mutex> lock(pending.mutex);
+  auto it = pending.by_context.find(context_id);
+  if (it == pending.by_context.end()) return {};
+  std::vector<rpc::Future<void>> calls = std::move(it->second);
+  pending.by_context.erase(it);
+  return calls;
 }
 
 // --- the forward hooks (Note [Send/Recv pairing])
@@ -182,6 +212,7 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
     edges.push_back(std::move(edge));
     grads.push_back(ones_like(roots[i]));
   }
+  for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   context.begin_pass();
   try {
     run_local_pass(context, edges, std::move(grads), retain_graph);
@@ -197,7 +228,13 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
     release_graph_from(nodes);
     const int64_t pass_id = ContextContainer::instance().next_message_id();
     context.mark_pass_released(pass_id);
-    forward_to_workers(ContextContainer::instance().find(context.id()), -1, &release_pass_graph, pass_id);
+    std::vector<rpc::Future<void>> calls =
+        forward_to_workers(ContextContainer::instance().find(context.id()), -1, &release_pass_graph, pass_id);
+    if (!calls.empty()) {
+      PendingReleases& pending = pending_releases();
+      std::lock_guard<std::mutex> lock(pending.mutex);
+      pending.by_context[context.id()] = std::move(calls);
+    }
   }
   return context.end_pass();
 }
@@ -232,6 +269,7 @@ size_t num_live_contexts() { return ContextContainer::instance().size(); }
 Context::Context() : state_(distributed::ContextContainer::instance().create()), scope_(state_) {}
 
 Context::~Context() {
+  distributed::take_pending_releases(state_->id());
   if (distributed::ContextContainer::instance().release(state_->id()) != nullptr) {
     distributed::forward_to_workers(state_, -1, &distributed::release_context, 0);
   }

@@ -6,7 +6,9 @@
 // separate local engine runs, possibly on different threads, and their subgraphs may overlap.
 // Each run therefore keeps its graph (backward is linear, so running overlapping parts
 // separately sums the right gradients), and the saved tensors are released once, after the
-// whole pass, on every worker that took part, unless retain_graph asked to keep them.
+// whole pass, on every worker that took part, unless retain_graph asked to keep them. The next
+// pass of the context waits until every worker has released them: one that ran meanwhile would
+// read saved tensors while they are being freed, or miss the "second time" error.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,167 @@
+// Tests of distributed autograd with real processes on loopback: every test runs a scenario of
+// tests/dist_autograd/dist_autograd_worker.cc as each rank of a world of 4 (tests/rpc/multiprocess.h)
+// and checks how every rank ended and what the driver printed. The scenarios compare every
+// gradient with the same computation done locally inside the driver, and end by requiring that no
+// rank holds a context; a failed check ends the driver with "[workerN] error: ..." and a non-zero
+// code, which the failure message here shows with every rank's output.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/rpc/multiprocess.h"
+
+#ifndef DISTGRAD_DIST_AUTOGRAD_WORKER
+#error "DISTGRAD_DIST_AUTOGRAD_WORKER must name the dist_autograd_worker binary (tests/dist_autograd/CMakeLists.txt)"
+#endif
+
+namespace distgrad::rpc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kWorker[] = DISTGRAD_DIST_AUTOGRAD_WORKER;
+constexpr int kWorldSize = 4;
+
+std::vector<ProcessResult> run_scenario(const std::string& scenario) {
+  WorldOptions options;
+  options.timeout = std::chrono::seconds(60);
+  return run_world(kWorker, {scenario}, kWorldSize, options);
+}
+
+::testing::AssertionResult all_succeeded(const std::vector<ProcessResult>& results) {
+  for (const ProcessResult& result : results) {
+    if (!result.succeeded()) return ::testing::AssertionFailure() << "\n" << describe(results);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs `scenario`, which every rank must finish successfully; the driver (rank 0) must have
+// printed each of `driver_says` and found no live context on any worker at the end.
+void expect_scenario(const std::string& scenario, const std::vector<std::string>& driver_says) {
+  const std::vector<ProcessResult> results = run_scenario(scenario);
+  ASSERT_TRUE(all_succeeded(results));
+  for (const std::string& fragment : driver_says) EXPECT_THAT(results[0].output, HasSubstr(fragment)) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr(scenario + ": no live contexts on any worker")) << results[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graphs across workers.
+
+TEST(DistAutogradGraphs, PyTorchDocsExampleGivesTheGradientsOfT1T2T4) {
+  expect_scenario("docs_example", {"docs example: t1, t2, t4 match the local reference; get_gradients has 3 entries"});
+}
+
+TEST(DistAutogradGraphs, ChainThroughTwoWorkersAndBackToTheDriver) {
+  expect_scenario("chain", {"chain worker0->worker1->worker2->worker0 (3 hops): every gradient matches"});
+}
+
+TEST(DistAutogradGraphs, TenHopsRoundARingOfFour) {
+  expect_scenario("ring", {"(10 hops): every gradient matches the local reference"});
+}
+
+TEST(DistAutogradGraphs, RemoteFunctionCallingAnotherWorker) {
+  expect_scenario("nested", {"nested: a remote function calling another worker matches the local reference"});
+}
+
+TEST(DistAutogradGraphs, SeveralResultsOnlySomeUsed) {
+  expect_scenario("several_results", {"several results: only the used ones carry gradients"});
+}
+
+TEST(DistAutogradGraphs, ArgumentsWithoutGradMixedWithOnesThatRequireIt) {
+  expect_scenario("mixed_requires_grad", {"mixed arguments: a and c match the local reference"});
+}
+
+TEST(DistAutogradGraphs, NoTensorRequiringGradRecordsNothing) {
+  expect_scenario("no_grad", {"no grad: no send functions recorded and no context created on the worker"});
+}
+
+TEST(DistAutogradGraphs, SameTensorSentToTwoWorkersSumsTheGradients) {
+  expect_scenario("same_tensor_two_workers", {"same tensor to two workers: the gradients are summed"});
+}
+
+TEST(DistAutogradGraphs, LeavesOnAWorkerGetTheirGradientsThere) {
+  expect_scenario("worker_leaves", {"leaves on a worker: their gradients are in the worker's context"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// backward and grad.
+
+TEST(DistAutogradPasses, MultipleRoots) {
+  expect_scenario("multiple_roots", {"multiple roots: the gradients of three roots match the local reference"});
+}
+
+TEST(DistAutogradPasses, RetainGraphAccumulatesAndAPassOverAFreedGraphFails) {
+  const std::vector<ProcessResult> results = run_scenario("retain_graph");
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("retain_graph: gradients accumulate over two passes")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("pass 3, the graph freed by pass 2: ")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("backward through the graph a second time")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("a second pass over worker1's freed graph: ")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("60 second passes over freed worker graphs all failed")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("retain_graph: no live contexts on any worker")) << results[0];
+}
+
+TEST(DistAutogradPasses, GradWithAllowUnusedLeavesGradAlone) {
+  expect_scenario("grad_allow_unused", {"grad: t1 and t4 match the local reference, the unused input is undefined"});
+}
+
+TEST(DistAutogradPasses, BackwardWritesGradOnlyOfTheInputs) {
+  expect_scenario("inputs_filter", {"inputs: only t1 and t4 got .grad(); the context holds all three"});
+}
+
+TEST(DistAutogradPasses, NonScalarRootsAreRefused) {
+  expect_scenario("non_scalar_roots", {"roots must be scalars", "the context stays usable"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency and cleanup.
+
+TEST(DistAutogradConcurrency, FourThreadsOnTheDriver) {
+  expect_scenario("concurrent_contexts", {"concurrent contexts: 4 threads x 24 contexts matched the local reference"});
+}
+
+TEST(DistAutogradConcurrency, TwoDriversAtOnce) {
+  const std::vector<ProcessResult> results = run_scenario("two_drivers");
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("driver worker0: 30 contexts against worker2 and worker3 matched"))
+      << results[0];
+  EXPECT_THAT(results[1].output, HasSubstr("driver worker1: 30 contexts against worker2 and worker3 matched"))
+      << results[1];
+  EXPECT_THAT(results[0].output, HasSubstr("two_drivers: no live contexts on any worker")) << results[0];
+}
+
+TEST(DistAutogradCleanup, AThousandContextsLeaveNoContextAndFlatMemory) {
+  expect_scenario("context_loop", {"flat memory on every rank"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures.
+
+TEST(DistAutogradErrors, ForwardExceptionNamesTheWorkerAndTheFunction) {
+  expect_scenario("forward_error",
+                  {"remote exception in failing_forward on worker1: failing_forward: refused a float64 tensor"});
+}
+
+TEST(DistAutogradErrors, BackwardExceptionReachesTheDriverNamingTheWorker) {
+  expect_scenario("backward_error", {"ThrowingBackward: this formula always fails",
+                                     "throwing_hook: this hook refuses every gradient", "every context was released"});
+}
+
+TEST(DistAutogradErrors, WorkerKilledMidBackwardFailsThePassWithoutAHang) {
+  const std::vector<ProcessResult> results = run_scenario("killed_worker");
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[1].signal, SIGKILL) << describe(results);
+  EXPECT_THAT(results[1].output, HasSubstr("dies_in_backward: the gradient arrived, raising SIGKILL")) << results[1];
+  for (int rank : {0, 2, 3}) {
+    EXPECT_TRUE(results[rank].succeeded()) << describe(results);
+    EXPECT_FALSE(results[rank].timed_out || results[rank].cut_short) << describe(results);
+  }
+  EXPECT_THAT(results[0].output, HasSubstr("worker killed mid-backward: error at the driver after")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("no live contexts on the survivors")) << results[0];
+}
+
+}  // namespace
+}  // namespace distgrad::rpc::testing

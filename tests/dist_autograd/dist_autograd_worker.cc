@@ -1,0 +1,1040 @@
+// The worker of the distributed autograd tests: `dist_autograd_worker SCENARIO`, run as every rank
+// of a world by tests/dist_autograd/dist_autograd_test.cc (through tests/rpc/multiprocess.h). It
+// holds the registered functions the scenarios call and the scenarios themselves. A scenario's
+// driver (rank 0, or ranks 0 and 1) runs computations across the workers inside distributed
+// autograd contexts and checks every gradient, on the driver (.grad(), get_gradients) and on the
+// workers (their leaves' gradients in the context, fetched through an RPC), against the same
+// computation done here in one process with the local engine, in float64. Each scenario ends by
+// requiring that no rank holds a context any more. A failed check ends the driver with
+// "[workerN] error: ..." and a non-zero code.
+#include <malloc.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/distributed/dist_autograd.h"
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/allocator.h"
+#include "core/creation.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "rpc/rpc.h"
+
+namespace distgrad::autograd::distributed {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using rpc::get_rank;
+using rpc::get_worker_name;
+using rpc::get_world_size;
+using rpc::RemoteError;
+using rpc::rpc_async;
+using rpc::rpc_sync;
+
+constexpr int kWorldSize = 4;
+// How long a released context may take to disappear from every worker (release is asynchronous).
+constexpr auto kReleaseTimeout = 10s;
+// Tolerances of the comparisons with the local reference (float64, the same ops in the same order;
+// only the order of sums across workers may differ).
+constexpr double kRtol = 1e-12;
+constexpr double kAtol = 1e-12;
+
+// ---------------------------------------------------------------------------------------------
+// Checks and messages.
+
+class Failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <typename... Parts>
+std::string str(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+template <typename... Parts>
+void say(const Parts&... parts) {
+  const std::string line = str("[", get_worker_name(), "] ", parts..., "\n");
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+template <typename... Parts>
+void require(bool condition, const Parts&... parts) {
+  if (!condition) throw Failure(str(parts...));
+}
+
+void require_contains(const std::string& text, const std::string& fragment, const std::string& what) {
+  require(text.find(fragment) != std::string::npos, what, ": expected \"", fragment, "\" in \"", text, "\"");
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Requires `found` (a distributed gradient) to match `expected` (the local reference).
+void require_close(const std::string& what, const Tensor& found, const Tensor& expected) {
+  require(expected.defined(), what, ": the local reference has no gradient");
+  require(found.defined(), what, ": no gradient, expected ", expected);
+  require(found.dtype() == kFloat64 && found.sizes() == expected.sizes(), what, ": a ", found.describe(),
+          ", expected a ", expected.describe());
+  require(ops::allclose(found, expected, kRtol, kAtol), what, ": found\n", found, "\nexpected\n", expected);
+}
+
+// Runs `call`, which must throw distgrad::Error; returns its message.
+template <typename F>
+std::string expect_error(const std::string& what, F&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    say(what, ": ", error.what());
+    return error.what();
+  }
+  throw Failure(what + ": expected an error, there was none");
+}
+
+// Runs `call`, which must throw a RemoteError; returns it.
+template <typename F>
+RemoteError expect_remote_error(const std::string& what, F&& call) {
+  try {
+    call();
+  } catch (const RemoteError& error) {
+    say(what, ": ", error.what());
+    return error;
+  }
+  throw Failure(what + ": expected a RemoteError, there was none");
+}
+
+rpc::RpcOptions test_options() {
+  rpc::RpcOptions options;
+  options.init_timeout = 60s;
+  options.timeout = 30s;
+  return options;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors and the local reference.
+
+// A float64 leaf that requires grad.
+Tensor leaf(const Shape& sizes, Generator& generator) {
+  return randn(sizes, {.dtype = kFloat64, .requires_grad = true}, generator);
+}
+
+// A leaf of the local reference: a copy of `t`'s values that requires grad.
+Tensor copy_leaf(const Tensor& t) {
+  Tensor copy = ops::clone(t.detach());
+  copy.requires_grad_();
+  return copy;
+}
+
+// The local engine's gradients of `loss` with respect to `inputs` (undefined for unused ones).
+TensorList reference_grads(const Tensor& loss, const TensorList& inputs) {
+  return autograd::grad({loss}, inputs, {}, std::nullopt, false, /*allow_unused=*/true);
+}
+
+// The leaf every rank holds: a parameter that requires grad, with values that depend on the rank.
+const Tensor& worker_param() {
+  static const Tensor param = [] {
+    std::vector<double> values(9);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5 + 0.1 * static_cast<double>(i) + 0.25 * get_rank();
+    Tensor t = from_vector(values, {3, 3});
+    t.requires_grad_();
+    return t;
+  }();
+  return param;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The computations, written once: the registered functions run them on the workers, the local
+// reference runs them here.
+
+// One hop of a chain, with the parameter of the worker it runs on.
+Tensor hop_math(const Tensor& x, const Tensor& param, int64_t step) {
+  return tanh(x * param + 0.1 * static_cast<double>(step)) + x * 0.5;
+}
+
+Tensor param_math(const Tensor& x, const Tensor& param) { return tanh(x * param) + param * param; }
+
+Tensor nested_inner_math(const Tensor& u, const Tensor& a, const Tensor& param) { return sin(u) * a + param; }
+
+// `inner(u, a)` is the call of nested_inner on another worker (or its local twin).
+Tensor nested_outer_math(const Tensor& a, const Tensor& b, const Tensor& param,
+                         const std::function<Tensor(const Tensor&, const Tensor&)>& inner) {
+  const Tensor u = a * b;
+  return inner(u, a) + b * param;
+}
+
+Tensor mixed_math(const Tensor& a, const Tensor& b, const Tensor& index, double scale, const Tensor& c) {
+  return index_select(a, 0, index) * b * scale + c * c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registered functions.
+
+Tensor my_add(Tensor a, Tensor b) { return a + b; }
+DISTGRAD_REMOTE(my_add);
+Tensor square(Tensor x) { return x * x; }
+DISTGRAD_REMOTE(square);
+Tensor sin_twice(Tensor x) { return sin(x) * 2.0; }
+DISTGRAD_REMOTE(sin_twice);
+Tensor apply_param(Tensor x) { return param_math(x, worker_param()); }
+DISTGRAD_REMOTE(apply_param);
+
+// Runs hop `step` here, then sends the result on along `path` (ranks), each hop calling the next.
+Tensor chain_hop(Tensor x, std::vector<int64_t> path, int64_t step) {
+  const Tensor y = hop_math(x, worker_param(), step);
+  if (path.empty()) return y;
+  const int next = static_cast<int>(path.front());
+  path.erase(path.begin());
+  return rpc_sync(next, &chain_hop, y, path, step + 1);
+}
+DISTGRAD_REMOTE(chain_hop);
+
+Tensor nested_inner(Tensor u, Tensor a) { return nested_inner_math(u, a, worker_param()); }
+DISTGRAD_REMOTE(nested_inner);
+Tensor nested_outer(Tensor a, Tensor b, int64_t inner) {
+  return nested_outer_math(a, b, worker_param(), [inner](const Tensor& u, const Tensor& a2) {
+    return rpc_sync(inner, &nested_inner, u, a2);
+  });
+}
+DISTGRAD_REMOTE(nested_outer);
+
+std::tuple<Tensor, Tensor, Tensor> three_results(Tensor x, Tensor y) {
+  return {x * y, exp(x) * worker_param(), y * y * y};
+}
+DISTGRAD_REMOTE(three_results);
+std::vector<Tensor> listed_results(Tensor x) { return {x * 2.0, sin(x), cos(x) * worker_param()}; }
+DISTGRAD_REMOTE(listed_results);
+
+Tensor mixed_args(Tensor a, Tensor b, Tensor index, double scale, Tensor c) {
+  return mixed_math(a, b, index, scale, c);
+}
+DISTGRAD_REMOTE(mixed_args);
+// Which of the tensors arrived requiring grad.
+std::vector<bool> requires_grad_of(Tensor a, Tensor b, Tensor c) {
+  return {a.requires_grad(), b.requires_grad(), c.requires_grad()};
+}
+DISTGRAD_REMOTE(requires_grad_of);
+
+// What the driver asks the workers about their state.
+int64_t live_contexts() { return static_cast<int64_t>(num_live_contexts()); }
+DISTGRAD_REMOTE(live_contexts);
+Tensor param_value() { return ops::clone(worker_param().detach()); }
+DISTGRAD_REMOTE(param_value);
+// The gradient of this worker's parameter in the context (get_gradients on this worker); empty
+// when the context has none for it or is not here.
+std::optional<Tensor> param_gradient(int64_t context_id) {
+  const ContextPtr context = ContextContainer::instance().find(context_id);
+  if (context == nullptr) return std::nullopt;
+  const GradientMap gradients(context->gradients());
+  if (!gradients.contains(worker_param())) return std::nullopt;
+  return gradients.at(worker_param());
+}
+DISTGRAD_REMOTE(param_gradient);
+// The number of this worker's leaves with a gradient in the context; -1 when the context is not here.
+int64_t gradient_count(int64_t context_id) {
+  const ContextPtr context = ContextContainer::instance().find(context_id);
+  return context == nullptr ? -1 : static_cast<int64_t>(GradientMap(context->gradients()).size());
+}
+DISTGRAD_REMOTE(gradient_count);
+bool param_grad_defined() { return worker_param().grad().defined(); }
+DISTGRAD_REMOTE(param_grad_defined);
+
+// The resident set size of this process, in bytes (VmRSS in /proc/self/status), after handing
+// freed memory back to the system (distgrad's cached blocks, malloc's free pages), so that it
+// counts what is still in use.
+int64_t rss_bytes() {
+  release_cached_cpu_memory();
+  ::malloc_trim(0);
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  throw Failure("no VmRSS in /proc/self/status");
+}
+DISTGRAD_REMOTE(rss_bytes);
+
+// Failures: in the forward pass, in a backward formula, in a hook, and a worker that dies.
+Tensor failing_forward(Tensor x) { throw std::runtime_error("failing_forward: refused a " + x.describe()); }
+DISTGRAD_REMOTE(failing_forward);
+
+// x * 2, recorded with a backward formula that throws.
+Tensor throwing_backward(Tensor x) {
+  Tensor result = ops::mul(x, 2.0);
+  record("ThrowingBackward", {&x}, {&result}, [](const BackwardContext&) -> TensorList {
+    throw std::runtime_error("ThrowingBackward: this formula always fails");
+  });
+  return result;
+}
+DISTGRAD_REMOTE(throwing_backward);
+Tensor nested_throwing_backward(Tensor x, int64_t inner) { return rpc_sync(inner, &throwing_backward, sin(x)) + x; }
+DISTGRAD_REMOTE(nested_throwing_backward);
+
+Tensor throwing_hook(Tensor x) {
+  x.register_hook(
+      [](const Tensor&) -> Tensor { throw std::runtime_error("throwing_hook: this hook refuses every gradient"); });
+  return x * x;
+}
+DISTGRAD_REMOTE(throwing_hook);
+
+// x * 3, whose gradient kills this process when it arrives here.
+Tensor dies_in_backward(Tensor x) {
+  x.register_hook([](const Tensor&) -> Tensor {
+    say("dies_in_backward: the gradient arrived, raising SIGKILL");
+    ::raise(SIGKILL);
+    return {};
+  });
+  return x * 3.0;
+}
+DISTGRAD_REMOTE(dies_in_backward);
+Tensor forward_to_dying(Tensor x, int64_t victim) { return rpc_sync(victim, &dies_in_backward, sin(x)) * 2.0; }
+DISTGRAD_REMOTE(forward_to_dying);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers of the drivers.
+
+std::vector<int> all_ranks() {
+  std::vector<int> ranks;
+  for (int rank = 0; rank < get_world_size(); ++rank) ranks.push_back(rank);
+  return ranks;
+}
+
+// Waits until none of `ranks` holds a context (releases are asynchronous): polls each one, and
+// fails naming the first that still holds some after kReleaseTimeout.
+void expect_no_live_contexts(const std::vector<int>& ranks) {
+  for (int rank : ranks) {
+    const Clock::time_point start = Clock::now();
+    for (int64_t live = rpc_sync(rank, &live_contexts); live != 0; live = rpc_sync(rank, &live_contexts)) {
+      require(Clock::now() - start < kReleaseTimeout, get_worker_name(rank), " still holds ", live, " contexts after ",
+              seconds_since(start), " s");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+}
+
+// The parameter of every rank, as leaves of the local reference.
+std::vector<Tensor> reference_params() {
+  std::vector<Tensor> params;
+  for (int rank = 0; rank < get_world_size(); ++rank) params.push_back(copy_leaf(rpc_sync(rank, &param_value)));
+  return params;
+}
+
+// Requires `rank`'s parameter gradient in `context` to match `expected` (none when undefined).
+void require_param_gradient(const Context& context, int rank, const Tensor& expected, const std::string& what) {
+  const std::string name = str(what, ": ", get_worker_name(rank), "'s parameter");
+  if (rank == get_rank()) {
+    const GradientMap gradients = get_gradients(context);
+    if (expected.defined()) {
+      require_close(name + " in get_gradients", gradients.at(worker_param()), expected);
+    } else {
+      require(!gradients.contains(worker_param()), name, ": a gradient where none was expected");
+    }
+    return;
+  }
+  const std::optional<Tensor> found = rpc_sync(rank, &param_gradient, context.id());
+  if (expected.defined()) {
+    require(found.has_value(), name, ": no gradient in the context");
+    require_close(name, *found, expected);
+  } else {
+    require(!found.has_value(), name, ": a gradient where none was expected: ", *found);
+  }
+}
+
+// The PyTorch docs example with my_add on `target`: t1, t2, t4 against the local reference.
+void check_docs_example_on(int target, Generator& generator) {
+  Context ctx;
+  const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+  const Tensor t3 = rpc_sync(target, &my_add, t1, t2);
+  autograd::backward(ctx, {(t3 * t4).sum()});
+  const Tensor r1 = copy_leaf(t1), r2 = copy_leaf(t2), r4 = copy_leaf(t4);
+  const TensorList expected = reference_grads(((r1 + r2) * r4).sum(), {r1, r2, r4});
+  const std::string what = str("docs example on ", get_worker_name(target));
+  require_close(what + ": t1.grad()", t1.grad(), expected[0]);
+  require_close(what + ": t2.grad()", t2.grad(), expected[1]);
+  require_close(what + ": t4.grad()", t4.grad(), expected[2]);
+  require(get_gradients(ctx).size() == 3, what, ": get_gradients has ", get_gradients(ctx).size(), " entries");
+}
+
+// nested_outer on `outer`, calling nested_inner on `inner`: the driver's leaves and both
+// workers' parameters against the local reference.
+void check_nested_on(int outer, int inner, Generator& generator) {
+  Context ctx;
+  const Tensor a = leaf({3, 3}, generator), b = leaf({3, 3}, generator);
+  const Tensor y = rpc_sync(outer, &nested_outer, a, b, int64_t{inner});
+  autograd::backward(ctx, {(y * y).sum()});
+  const std::vector<Tensor> params = reference_params();
+  const Tensor ra = copy_leaf(a), rb = copy_leaf(b);
+  const Tensor ry = nested_outer_math(ra, rb, params[outer], [&](const Tensor& u, const Tensor& a2) {
+    return nested_inner_math(u, a2, params[inner]);
+  });
+  const TensorList expected = reference_grads((ry * ry).sum(), {ra, rb, params[outer], params[inner]});
+  const std::string what = str("nested ", get_worker_name(outer), " -> ", get_worker_name(inner));
+  require_close(what + ": a.grad()", a.grad(), expected[0]);
+  require_close(what + ": b.grad()", b.grad(), expected[1]);
+  require_param_gradient(ctx, outer, expected[2], what);
+  require_param_gradient(ctx, inner, expected[3], what);
+}
+
+// apply_param on `target`: the driver's leaf gets its gradient, the worker's parameter gets its
+// own in the worker's context (and not in .grad() there).
+void check_param_on(int target, Generator& generator) {
+  Context ctx;
+  const Tensor x = leaf({3, 3}, generator);
+  const Tensor y = rpc_sync(target, &apply_param, x);
+  autograd::backward(ctx, {(y * y).sum()});
+  const Tensor rx = copy_leaf(x), rp = reference_params()[target];
+  const Tensor ry = param_math(rx, rp);
+  const TensorList expected = reference_grads((ry * ry).sum(), {rx, rp});
+  const std::string what = str("a parameter on ", get_worker_name(target));
+  require_close(what + ": x.grad()", x.grad(), expected[0]);
+  require_param_gradient(ctx, target, expected[1], what);
+  const GradientMap driver = get_gradients(ctx);
+  require(driver.size() == 1 && driver.contains(x), what, ": the driver's get_gradients has ", driver.size(),
+          " entries, expected x only");
+  require(rpc_sync(target, &gradient_count, ctx.id()) == 1, what, ": the worker's context holds ",
+          rpc_sync(target, &gradient_count, ctx.id()), " leaf gradients, expected 1");
+  require(!rpc_sync(target, &param_grad_defined), what, ": the worker's .grad() was written");
+}
+
+// Runs `body` on the driver (rank 0) while the other ranks serve, then requires every rank to have
+// released every context.
+int drive(const std::string& scenario, const std::function<void()>& body) {
+  return rpc::auto_init_rpc(nullptr, rpc::rank_zero_only([&] {
+                              require(get_world_size() == kWorldSize, "the scenarios need a world of ", kWorldSize,
+                                      ", found ", get_world_size());
+                              body();
+                              expect_no_live_contexts(all_ranks());
+                              say(scenario, ": no live contexts on any worker");
+                            }),
+                            test_options());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios.
+
+int docs_example() {
+  return drive("docs_example", [] {
+    Generator generator(1);
+    Context ctx;
+    const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+    t1.set_grad(ones({3, 3}, {.dtype = kFloat64}));  // backward adds to what .grad() holds
+    const Tensor t3 = rpc_sync("worker1", &my_add, t1, t2);
+    require(t3.grad_fn() != nullptr && t3.grad_fn()->name() == "RecvBackward", "t3 came back without a RecvBackward");
+    autograd::backward(ctx, {(t3 * t4).sum()});
+
+    const Tensor r1 = copy_leaf(t1), r2 = copy_leaf(t2), r4 = copy_leaf(t4);
+    const TensorList expected = reference_grads(((r1 + r2) * r4).sum(), {r1, r2, r4});
+    require_close("t1.grad() (ones before)", t1.grad(), expected[0] + 1.0);
+    require_close("t2.grad()", t2.grad(), expected[1]);
+    require_close("t4.grad()", t4.grad(), expected[2]);
+    require_close("t1.grad() == t4", t1.grad() - 1.0, t4.detach());
+    require_close("t4.grad() == t1 + t2", t4.grad(), t1.detach() + t2.detach());
+    const GradientMap grads = get_gradients(ctx);
+    require(grads.size() == 3, "get_gradients has ", grads.size(), " entries, expected 3");
+    require_close("get_gradients[t1] (this pass only)", grads.at(t1), expected[0]);
+    require_close("get_gradients[t2]", grads.at(t2), expected[1]);
+    require_close("get_gradients[t4]", grads.at(t4), expected[2]);
+    require(rpc_sync(1, &gradient_count, ctx.id()) == 0, "worker1 holds leaf gradients, but has no leaves");
+    require(rpc_sync(1, &live_contexts) == 1, "worker1 did not join the context");
+    for (int rank : {2, 3}) require(rpc_sync(rank, &live_contexts) == 0, get_worker_name(rank), " joined a context");
+    say("docs example: t1, t2, t4 match the local reference; get_gradients has 3 entries");
+  });
+}
+
+// Runs x through chain_hop along `ranks` (the driver calls ranks[0], each hop calls the next) and
+// checks every gradient, the parameters of every rank included, against the same hops done here.
+void check_chain(const std::vector<int64_t>& ranks, Generator& generator) {
+  worker_param().set_grad(Tensor());
+  Context ctx;
+  const Tensor x = leaf({3, 3}, generator), w = leaf({3, 3}, generator);
+  const Tensor y = rpc_sync(static_cast<int>(ranks.front()), &chain_hop, x,
+                            std::vector<int64_t>(ranks.begin() + 1, ranks.end()), int64_t{0});
+  autograd::backward(ctx, {(y * w).sum()});
+
+  const std::vector<Tensor> params = reference_params();
+  const Tensor rx = copy_leaf(x), rw = copy_leaf(w);
+  Tensor ry = rx;
+  std::string path = get_worker_name();
+  for (size_t step = 0; step < ranks.size(); ++step) {
+    ry = hop_math(ry, params[ranks[step]], static_cast<int64_t>(step));
+    path += "->" + get_worker_name(static_cast<int>(ranks[step]));
+  }
+  TensorList inputs = {rx, rw};
+  inputs.insert(inputs.end(), params.begin(), params.end());
+  const TensorList expected = reference_grads((ry * rw).sum(), inputs);
+  require_close(path + ": x.grad()", x.grad(), expected[0]);
+  require_close(path + ": w.grad()", w.grad(), expected[1]);
+  for (int rank = 0; rank < get_world_size(); ++rank) require_param_gradient(ctx, rank, expected[2 + rank], path);
+  if (expected[2].defined()) require_close(path + ": worker0's parameter .grad()", worker_param().grad(), expected[2]);
+  for (int rank = 1; rank < get_world_size(); ++rank) {
+    const bool visited = expected[2 + rank].defined();
+    require(rpc_sync(rank, &live_contexts) == (visited ? 1 : 0), get_worker_name(rank),
+            visited ? " did not join the context" : " joined a context it was never sent");
+  }
+  say("chain ", path, " (", ranks.size(), " hops): every gradient matches the local reference");
+}
+
+int chain() {
+  return drive("chain", [] {
+    Generator generator(2);
+    check_chain({1, 2, 0}, generator);
+  });
+}
+
+int ring() {
+  return drive("ring", [] {
+    Generator generator(3);
+    check_chain({1, 2, 3, 0, 1, 2, 3, 0, 1, 2}, generator);
+  });
+}
+
+int nested() {
+  return drive("nested", [] {
+    Generator generator(4);
+    check_nested_on(2, 3, generator);
+    check_nested_on(3, 1, generator);
+    say("nested: a remote function calling another worker matches the local reference");
+  });
+}
+
+int several_results() {
+  return drive("several_results", [] {
+    Generator generator(5);
+    {
+      Context ctx;
+      const Tensor x = leaf({3, 3}, generator), y = leaf({3, 3}, generator);
+      const auto [r0, r1, r2] = rpc_sync(1, &three_results, x, y);
+      require(r0.requires_grad() && r1.requires_grad() && r2.requires_grad(), "a result came back without history");
+      autograd::backward(ctx, {(r0 + r2).sum()});
+      const Tensor rx = copy_leaf(x), ry = copy_leaf(y);
+      const TensorList expected = reference_grads((rx * ry + ry * ry * ry).sum(), {rx, ry});
+      require_close("tuple: x.grad()", x.grad(), expected[0]);
+      require_close("tuple: y.grad()", y.grad(), expected[1]);
+      require(rpc_sync(1, &gradient_count, ctx.id()) == 0,
+              "tuple: worker1's parameter, used only by the unused result, got a gradient");
+    }
+    {
+      Context ctx;
+      const Tensor x = leaf({3, 3}, generator), y = leaf({3, 3}, generator);
+      const std::vector<Tensor> results = rpc_sync(2, &listed_results, x);
+      require(results.size() == 3, "listed_results returned ", results.size(), " tensors");
+      autograd::backward(ctx, {(results[1] * y).sum()});
+      const Tensor rx = copy_leaf(x), ry = copy_leaf(y);
+      const TensorList expected = reference_grads((sin(rx) * ry).sum(), {rx, ry});
+      require_close("vector: x.grad()", x.grad(), expected[0]);
+      require_close("vector: y.grad()", y.grad(), expected[1]);
+      require(rpc_sync(2, &gradient_count, ctx.id()) == 0,
+              "vector: worker2's parameter, used only by an unused result, got a gradient");
+    }
+    say("several results: only the used ones carry gradients, matching the local reference");
+  });
+}
+
+int mixed_requires_grad() {
+  return drive("mixed_requires_grad", [] {
+    Generator generator(6);
+    Context ctx;
+    const Tensor a = leaf({4, 3}, generator), c = leaf({2, 3}, generator);
+    const Tensor b = randn({2, 3}, {.dtype = kFloat64}, generator);
+    const Tensor index = from_vector<int64_t>({3, 1});
+    const std::vector<bool> arrived = rpc_sync(1, &requires_grad_of, a, b, c);
+    require(arrived == std::vector<bool>{true, false, true}, "requires_grad arrived as ", arrived[0], arrived[1],
+            arrived[2], ", expected 101");
+    const Tensor y = rpc_sync(1, &mixed_args, a, b, index, 0.5, c);
+    autograd::backward(ctx, {(y * y).sum()});
+    const Tensor ra = copy_leaf(a), rc = copy_leaf(c);
+    const Tensor ry = mixed_math(ra, b, index, 0.5, rc);
+    const TensorList expected = reference_grads((ry * ry).sum(), {ra, rc});
+    require_close("a.grad()", a.grad(), expected[0]);
+    require_close("c.grad()", c.grad(), expected[1]);
+    require(!b.grad().defined(), "b, which does not require grad, got a gradient");
+    require(get_gradients(ctx).size() == 2, "get_gradients has ", get_gradients(ctx).size(), " entries, expected 2");
+    say("mixed arguments: a and c match the local reference, b and the index get nothing");
+  });
+}
+
+int no_grad() {
+  return drive("no_grad", [] {
+    Generator generator(7);
+    {
+      Context ctx;
+      const Tensor p = randn({3, 3}, {.dtype = kFloat64}, generator), q = randn({3, 3}, {.dtype = kFloat64}, generator);
+      const Tensor r = rpc_sync(1, &my_add, p, q);
+      require(!r.requires_grad(), "a result of tensors without grad requires grad");
+      require(rpc_sync(1, &requires_grad_of, p, q, r) == std::vector<bool>{false, false, false},
+              "a tensor without grad arrived requiring grad");
+      require_close("the result", r, p + q);
+      const ContextPtr state = ContextContainer::instance().find(ctx.id());
+      require(state->send_functions().empty() && state->workers().empty(), "calls without grad recorded ",
+              state->send_functions().size(), " send functions to ", state->workers().size(), " workers");
+      require(rpc_sync(1, &live_contexts) == 0, "worker1 created a context for calls without grad");
+    }
+    {
+      Context ctx;
+      const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator);
+      NoGradGuard no_grad;
+      const Tensor r = rpc_sync(1, &my_add, t1, t2);
+      require_close("the result", r, t1.detach() + t2.detach());
+      const ContextPtr state = ContextContainer::instance().find(ctx.id());
+      require(state->send_functions().empty() && state->workers().empty(),
+              "calls made with grad mode off recorded send functions");
+      require(rpc_sync(1, &live_contexts) == 0, "worker1 created a context for calls made with grad mode off");
+    }
+    say("no grad: no send functions recorded and no context created on the worker");
+  });
+}
+
+int same_tensor_two_workers() {
+  return drive("same_tensor_two_workers", [] {
+    Generator generator(8);
+    Context ctx;
+    const Tensor t = leaf({3, 3}, generator), w = leaf({3, 3}, generator);
+    rpc::Future<Tensor> on_worker1 = rpc_async(1, &sin_twice, t);
+    rpc::Future<Tensor> on_worker2 = rpc_async(2, &square, t);
+    autograd::backward(ctx, {((on_worker1.get() + on_worker2.get()) * w).sum() + (t * w).sum()});
+    const Tensor rt = copy_leaf(t), rw = copy_leaf(w);
+    const TensorList expected = reference_grads(((sin(rt) * 2.0 + rt * rt) * rw).sum() + (rt * rw).sum(), {rt, rw});
+    require_close("t.grad() (summed over worker1, worker2 and the driver)", t.grad(), expected[0]);
+    require_close("w.grad()", w.grad(), expected[1]);
+    require_close("get_gradients[t]", get_gradients(ctx).at(t), expected[0]);
+    const std::set<int> workers = ContextContainer::instance().find(ctx.id())->workers();
+    require(workers == std::set<int>{1, 2}, "the context talked to ", workers.size(), " workers, expected 2");
+    say("same tensor to two workers: the gradients are summed, matching the local reference");
+  });
+}
+
+int worker_leaves() {
+  return drive("worker_leaves", [] {
+    Generator generator(9);
+    check_param_on(1, generator);
+    check_param_on(3, generator);
+    say("leaves on a worker: their gradients are in the worker's context, not on the driver");
+  });
+}
+
+int multiple_roots() {
+  return drive("multiple_roots", [] {
+    Generator generator(10);
+    Context ctx;
+    const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+    const Tensor t3 = rpc_sync(1, &my_add, t1, t2);
+    const Tensor y = rpc_sync(2, &apply_param, t1);
+    autograd::backward(ctx, {(t3 * t4).sum(), exp(t3).mean(), (y * t4).sum()});
+    const std::vector<Tensor> params = reference_params();
+    const Tensor r1 = copy_leaf(t1), r2 = copy_leaf(t2), r4 = copy_leaf(t4), rp = params[2];
+    const Tensor r3 = r1 + r2;
+    const TensorList expected =
+        autograd::grad({(r3 * r4).sum(), exp(r3).mean(), (param_math(r1, rp) * r4).sum()}, {r1, r2, r4, rp});
+    require_close("t1.grad()", t1.grad(), expected[0]);
+    require_close("t2.grad()", t2.grad(), expected[1]);
+    require_close("t4.grad()", t4.grad(), expected[2]);
+    require_param_gradient(ctx, 2, expected[3], "multiple roots");
+    say("multiple roots: the gradients of three roots match the local reference");
+  });
+}
+
+int retain_graph() {
+  return drive("retain_graph", [] {
+    Generator generator(11);
+    {
+      Context ctx;
+      const Tensor t1 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+      const Tensor loss = (rpc_sync(1, &apply_param, t1) * t4).sum();
+      const Tensor r1 = copy_leaf(t1), r4 = copy_leaf(t4), rp = reference_params()[1];
+      const TensorList expected = reference_grads((param_math(r1, rp) * r4).sum(), {r1, r4, rp});
+
+      autograd::backward(ctx, {loss}, /*retain_graph=*/true);
+      require_close("pass 1: t1.grad()", t1.grad(), expected[0]);
+      require_close("pass 1: t4.grad()", t4.grad(), expected[1]);
+      require_close("pass 1: get_gradients[t1]", get_gradients(ctx).at(t1), expected[0]);
+      require_param_gradient(ctx, 1, expected[2], "pass 1");
+      const Tensor t1_grad_after_one = ops::clone(t1.grad());
+
+      autograd::backward(ctx, {loss});  // the graph was retained: a second pass works
+      require_close("pass 2: t1.grad() (one more pass)", t1.grad(), t1_grad_after_one + expected[0]);
+      require_close("pass 2: t4.grad()", t4.grad(), expected[1] * 2.0);
+      require_close("pass 2: get_gradients[t1] (accumulated)", get_gradients(ctx).at(t1), expected[0] * 2.0);
+      require_close("pass 2: get_gradients[t4] (accumulated)", get_gradients(ctx).at(t4), expected[1] * 2.0);
+      require_param_gradient(ctx, 1, expected[2] * 2.0, "pass 2 (accumulated)");
+
+      const std::string message =
+          expect_error("pass 3, the graph freed by pass 2", [&] { autograd::backward(ctx, {loss}); });
+      require_contains(message, "backward through the graph a second time", "pass 3");
+      require_contains(message, "retain_graph", "pass 3");
+      expect_no_live_contexts(all_ranks());  // a failed pass releases the context everywhere
+      require_contains(expect_error("get_gradients after a failed pass", [&] { get_gradients(ctx); }), "was released",
+                       "get_gradients after a failed pass");
+    }
+    {
+      // The driver's part saves nothing: the second pass fails on worker1, whose graph was freed.
+      Context ctx;
+      const Tensor t1 = leaf({3, 3}, generator);
+      const Tensor loss = rpc_sync(1, &square, t1).sum();
+      autograd::backward(ctx, {loss});
+      const std::string message =
+          expect_error("a second pass over worker1's freed graph", [&] { autograd::backward(ctx, {loss}); });
+      require_contains(message, "worker1", "the second pass");
+      require_contains(message, "backward through the graph a second time", "the second pass");
+    }
+    // Every time: the second pass starts only once the workers have freed the first one's graph
+    // (it used to race the asynchronous release, and could run over a graph being freed).
+    constexpr int kContexts = 60;
+    for (int i = 0; i < kContexts; ++i) {
+      Context ctx;
+      const int target = 1 + i % 3;
+      const Tensor loss = rpc_sync(target, &square, leaf({3, 3}, generator)).sum();
+      autograd::backward(ctx, {loss});
+      bool failed = false;
+      try {
+        autograd::backward(ctx, {loss});
+      } catch (const Error& error) {
+        require_contains(error.what(), "backward through the graph a second time", "a second pass");
+        failed = true;
+      }
+      require(failed, "context ", i, ": a second pass over ", get_worker_name(target), "'s freed graph succeeded");
+    }
+    say("retain_graph: ", kContexts, " second passes over freed worker graphs all failed");
+    say("retain_graph: gradients accumulate over two passes; a third pass fails naming retain_graph");
+  });
+}
+
+int grad_allow_unused() {
+  return drive("grad_allow_unused", [] {
+    Generator generator(12);
+    Context ctx;
+    const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+    const Tensor unused = leaf({2}, generator);
+    const Tensor t3 = rpc_sync(1, &my_add, t1, t2);
+    const Tensor loss = (t3 * t4).sum();
+    const Tensor r1 = copy_leaf(t1), r2 = copy_leaf(t2), r4 = copy_leaf(t4);
+    const TensorList expected = reference_grads(((r1 + r2) * r4).sum(), {r1, r2, r4});
+
+    const TensorList grads = autograd::grad(ctx, {loss}, {t1, t4, unused}, /*retain_graph=*/true,
+                                            /*allow_unused=*/true);
+    require(grads.size() == 3, "grad returned ", grads.size(), " gradients");
+    require_close("grad: t1", grads[0], expected[0]);
+    require_close("grad: t4", grads[1], expected[2]);
+    require(!grads[2].defined(), "grad: the unused input got a gradient");
+    require(!t1.grad().defined() && !t2.grad().defined() && !t4.grad().defined() && !unused.grad().defined(),
+            "grad wrote .grad()");
+
+    const std::string message = expect_error("grad without allow_unused", [&] {
+      autograd::grad(ctx, {loss}, {t2, unused}, /*retain_graph=*/true);
+    });
+    require_contains(message, "input 1", "grad without allow_unused");
+    require_contains(message, "allow_unused", "grad without allow_unused");
+    require_contains(expect_error("grad of a non-leaf", [&] { autograd::grad(ctx, {loss}, {t3}); }), "input 0",
+                     "grad of a non-leaf");
+    // Both passes accumulated every leaf in the context.
+    require_close("get_gradients[t2] after two passes", get_gradients(ctx).at(t2), expected[1] * 2.0);
+    require_close("get_gradients[t1] after two passes", get_gradients(ctx).at(t1), expected[0] * 2.0);
+    say("grad: t1 and t4 match the local reference, the unused input is undefined, .grad() untouched");
+  });
+}
+
+int inputs_filter() {
+  return drive("inputs_filter", [] {
+    Generator generator(13);
+    Context ctx;
+    const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+    const Tensor t3 = rpc_sync(1, &my_add, t1, t2);
+    autograd::backward(ctx, {(t3 * t4).sum()}, false, {t1, t4});
+    const Tensor r1 = copy_leaf(t1), r2 = copy_leaf(t2), r4 = copy_leaf(t4);
+    const TensorList expected = reference_grads(((r1 + r2) * r4).sum(), {r1, r2, r4});
+    require_close("t1.grad()", t1.grad(), expected[0]);
+    require_close("t4.grad()", t4.grad(), expected[2]);
+    require(!t2.grad().defined(), "t2, not among the inputs, got .grad()");
+    const GradientMap grads = get_gradients(ctx);
+    require(grads.size() == 3, "get_gradients has ", grads.size(), " entries, expected 3");
+    require_close("get_gradients[t2] (the context has every leaf)", grads.at(t2), expected[1]);
+    say("inputs: only t1 and t4 got .grad(); the context holds all three");
+  });
+}
+
+int non_scalar_roots() {
+  return drive("non_scalar_roots", [] {
+    Generator generator(14);
+    Context ctx;
+    const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator), t4 = leaf({3, 3}, generator);
+    const Tensor product = rpc_sync(1, &my_add, t1, t2) * t4;
+    require_contains(expect_error("backward of a 3x3 root", [&] { autograd::backward(ctx, {product}); }),
+                     "roots must be scalars", "backward");
+    require_contains(expect_error("grad of a 3x3 output", [&] { autograd::grad(ctx, {product}, {t1}); }),
+                     "roots must be scalars", "grad");
+    const std::string second = expect_error("backward of a scalar and a 3x3 root", [&] {
+      autograd::backward(ctx, {product.sum(), product});
+    });
+    require_contains(second, "roots must be scalars", "the second root");
+    require_contains(second, "root 1", "the second root");
+    // The refused calls left the context usable.
+    autograd::backward(ctx, {product.sum()});
+    require_close("t4.grad() after the refusals", t4.grad(), t1.detach() + t2.detach());
+    say("non-scalar roots: refused with \"roots must be scalars\"; the context stays usable");
+  });
+}
+
+int concurrent_contexts() {
+  return drive("concurrent_contexts", [] {
+    constexpr int kThreads = 4, kIterations = 24;
+    std::mutex errors_mutex;  // guards errors
+    std::vector<std::string> errors;
+    std::vector<std::thread> threads;
+    for (int thread = 0; thread < kThreads; ++thread) {
+      threads.emplace_back([&, thread] {
+        try {
+          Generator generator(100 + thread);
+          for (int i = 0; i < kIterations; ++i) {
+            const int target = 1 + (thread + i) % 3;
+            switch ((thread + 2 * i) % 3) {
+              case 0: check_docs_example_on(target, generator); break;
+              case 1: check_nested_on(target, target % 3 + 1, generator); break;
+              default: check_param_on(target, generator); break;
+            }
+          }
+        } catch (const std::exception& error) {
+          std::lock_guard<std::mutex> lock(errors_mutex);
+          errors.push_back(str("thread ", thread, ": ", error.what()));
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    if (!errors.empty()) throw Failure(errors.front());
+    say("concurrent contexts: ", kThreads, " threads x ", kIterations, " contexts matched the local reference");
+  });
+}
+
+// Ranks 0 and 1 both drive contexts against ranks 2 and 3 at once.
+int two_drivers() {
+  static const std::string kSecondDriverDone = "dist_autograd_test/second_driver_done";
+  return rpc::auto_init_rpc(nullptr,
+                            rpc::on_ranks({0, 1},
+                                          [] {
+                                            constexpr int kIterations = 30;
+                                            Generator generator(300 + get_rank());
+                                            for (int i = 0; i < kIterations; ++i) {
+                                              const int target = 2 + (i + get_rank()) % 2;
+                                              switch (i % 3) {
+                                                case 0: check_docs_example_on(target, generator); break;
+                                                case 1: check_nested_on(target, 5 - target, generator); break;
+                                                default: check_param_on(target, generator); break;
+                                              }
+                                            }
+                                            say("driver ", get_worker_name(), ": ", kIterations,
+                                                " contexts against worker2 and worker3 matched");
+                                            if (get_rank() == 1) {
+                                              rpc::agent().store().set(kSecondDriverDone, "1");
+                                              return;
+                                            }
+                                            rpc::agent().store().get(kSecondDriverDone, 60s);
+                                            expect_no_live_contexts(all_ranks());
+                                            say("two_drivers: no live contexts on any worker");
+                                          }),
+                            test_options());
+}
+
+// 1,000 contexts of the docs example (64x64): every one correct, none left behind, and the memory
+// of every rank flat between the 100th and the 1,000th.
+int context_loop() {
+  return drive("context_loop", [] {
+    constexpr int kIterations = 1000, kWarmup = 100;
+    // Under 10 KiB per context, a third of one 64x64 float64 tensor: anything a context leaked
+    // (its leaves, gradients, saved tensors) would exceed it many times. Measured: 0.6-2.3 MiB.
+    constexpr int64_t kMaxGrowth = 8 << 20;
+    Generator generator(15);
+    std::vector<int64_t> rss_after_warmup;
+    const Clock::time_point start = Clock::now();
+    for (int i = 1; i <= kIterations; ++i) {
+      {
+        Context ctx;
+        const Tensor t1 = leaf({64, 64}, generator), t2 = leaf({64, 64}, generator), t4 = leaf({64, 64}, generator);
+        const Tensor t3 = rpc_sync(1 + i % 3, &my_add, t1, t2);
+        autograd::backward(ctx, {(t3 * t4).sum()});
+        const Tensor r1 = copy_leaf(t1), r2 = copy_leaf(t2), r4 = copy_leaf(t4);
+        const TensorList expected = reference_grads(((r1 + r2) * r4).sum(), {r1, r2, r4});
+        require_close(str("iteration ", i, ": t1.grad()"), t1.grad(), expected[0]);
+        require_close(str("iteration ", i, ": t2.grad()"), t2.grad(), expected[1]);
+        require_close(str("iteration ", i, ": t4.grad()"), t4.grad(), expected[2]);
+        require(get_gradients(ctx).size() == 3, "iteration ", i, ": get_gradients has ", get_gradients(ctx).size(),
+                " entries");
+      }
+      if (i != kWarmup && i != kIterations) continue;
+      expect_no_live_contexts(all_ranks());
+      std::vector<int64_t> rss;
+      for (int rank : all_ranks()) rss.push_back(rpc_sync(rank, &rss_bytes));
+      if (i == kWarmup) {
+        rss_after_warmup = rss;
+        continue;
+      }
+      for (int rank : all_ranks()) {
+        const int64_t growth = rss[rank] - rss_after_warmup[rank];
+        say(get_worker_name(rank), ": RSS ", rss_after_warmup[rank] >> 10, " KiB after ", kWarmup, " contexts, ",
+            rss[rank] >> 10, " KiB after ", kIterations, " (", growth >= 0 ? "+" : "", growth >> 10, " KiB)");
+        require(growth <= kMaxGrowth, get_worker_name(rank), "'s RSS grew by ", growth >> 10, " KiB over ",
+                kIterations - kWarmup, " contexts (at most ", kMaxGrowth >> 10, " KiB allowed)");
+      }
+    }
+    say("context loop: ", kIterations, " contexts in ", seconds_since(start), " s, flat memory on every rank");
+  });
+}
+
+int forward_error() {
+  return drive("forward_error", [] {
+    Generator generator(16);
+    Context ctx;
+    const Tensor x = leaf({3, 3}, generator);
+    const RemoteError error = expect_remote_error("an exception in forward", [&] { rpc_sync(1, &failing_forward, x); });
+    require(error.worker() == "worker1" && error.function() == "failing_forward", "the error names ", error.worker(),
+            "/", error.function());
+    require_contains(error.what(), "remote exception in failing_forward on worker1: failing_forward: refused a float64",
+                     "the forward error");
+    // The context is still usable.
+    autograd::backward(ctx, {rpc_sync(2, &square, x).sum()});
+    require_close("x.grad() after the failed call", x.grad(), x.detach() * 2.0);
+    say("forward error: a RemoteError naming worker1 and failing_forward; the context stays usable");
+  });
+}
+
+// A pass that fails: the error reaches the driver naming `fragments`; the context is then
+// released on every worker, and a further pass is refused.
+void check_failing_pass(const std::string& what, const Tensor& loss, const Context& ctx,
+                        const std::vector<std::string>& fragments) {
+  const std::string message = expect_error(what, [&] { autograd::backward(ctx, {loss}); });
+  for (const std::string& fragment : fragments) require_contains(message, fragment, what);
+  expect_no_live_contexts(all_ranks());
+  require_contains(expect_error(what + ", again", [&] { autograd::backward(ctx, {loss}); }), "was released", what);
+}
+
+int backward_error() {
+  return drive("backward_error", [] {
+    Generator generator(17);
+    {
+      Context ctx;
+      const Tensor x = leaf({3, 3}, generator);
+      const Tensor loss = (rpc_sync(1, &throwing_backward, x) * x).sum();
+      check_failing_pass("a backward formula that throws on worker1", loss, ctx,
+                         {"worker1", "ThrowingBackward: this formula always fails"});
+    }
+    {
+      Context ctx;
+      const Tensor x = leaf({3, 3}, generator);
+      const Tensor loss = rpc_sync(2, &nested_throwing_backward, x, int64_t{3}).sum();
+      check_failing_pass("a backward formula that throws on worker3, reached through worker2", loss, ctx,
+                         {"on worker2", "on worker3", "ThrowingBackward: this formula always fails"});
+    }
+    {
+      Context ctx;
+      const Tensor x = leaf({3, 3}, generator);
+      const Tensor loss = (rpc_sync(1, &throwing_hook, x) + rpc_sync(2, &square, x)).sum();
+      check_failing_pass("a hook that throws on worker1", loss, ctx,
+                         {"worker1", "throwing_hook: this hook refuses every gradient"});
+    }
+    say("backward errors: each reached the driver naming the worker; every context was released");
+  });
+}
+
+// worker1 dies when its gradient arrives, in the middle of a pass that also reaches worker2 and
+// (waiting for worker1) worker3: the driver gets an error well within the call timeout, and the
+// survivors release the context.
+int killed_worker() {
+  static const std::string kDone = "dist_autograd_test/killed_worker_done";
+  static const std::string kLeft = "dist_autograd_test/killed_worker_left/";
+  rpc::init_rpc(test_options());
+  rpc::barrier();  // every rank's RPC is running before the first call
+  if (get_rank() != 0) {
+    rpc::agent().store().get(kDone, 60s);  // serves meanwhile; worker1 dies here
+    rpc::agent().store().set(str(kLeft, get_rank()), "1");
+    rpc::shutdown(false);  // cancels the release still on its way to the dead worker1
+    return 0;
+  }
+  Generator generator(18);
+  {
+    Context ctx;
+    const Tensor x = leaf({3, 3}, generator);
+    const Tensor loss = (rpc_sync(2, &square, x) + rpc_sync(3, &forward_to_dying, x, int64_t{1})).sum();
+    const Clock::time_point start = Clock::now();
+    const std::string message =
+        expect_error("a pass through a worker killed mid-backward", [&] { autograd::backward(ctx, {loss}); });
+    const double seconds = seconds_since(start);
+    require(seconds < 10, "the error took ", seconds, " s");
+    require_contains(message, "worker3", "the error");
+    require_contains(message, "worker1", "the error");
+    expect_no_live_contexts({0, 2, 3});
+    say("worker killed mid-backward: error at the driver after ", seconds, " s; no live contexts on the survivors");
+  }
+  rpc::agent().store().set(kDone, "1");
+  rpc::agent().store().wait({str(kLeft, 2), str(kLeft, 3)}, 60s);  // this rank hosts the Store
+  rpc::shutdown(false);
+  return 0;
+}
+
+const std::map<std::string, std::function<int()>>& scenarios() {
+  static const auto* table = new std::map<std::string, std::function<int()>>{
+      {"docs_example", docs_example},
+      {"chain", chain},
+      {"ring", ring},
+      {"nested", nested},
+      {"several_results", several_results},
+      {"mixed_requires_grad", mixed_requires_grad},
+      {"no_grad", no_grad},
+      {"same_tensor_two_workers", same_tensor_two_workers},
+      {"worker_leaves", worker_leaves},
+      {"multiple_roots", multiple_roots},
+      {"retain_graph", retain_graph},
+      {"grad_allow_unused", grad_allow_unused},
+      {"inputs_filter", inputs_filter},
+      {"non_scalar_roots", non_scalar_roots},
+      {"concurrent_contexts", concurrent_contexts},
+      {"two_drivers", two_drivers},
+      {"context_loop", context_loop},
+      {"forward_error", forward_error},
+      {"backward_error", backward_error},
+      {"killed_worker", killed_worker},
+  };
+  return *table;
+}
+
+}  // namespace
+}  // namespace distgrad::autograd::distributed
+
+int main(int argc, char** argv) {
+  namespace distributed = distgrad::autograd::distributed;
+  namespace rpc = distgrad::rpc;
+  const auto& scenarios = distributed::scenarios();
+  const auto scenario = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
+  if (scenario == scenarios.end()) {
+    std::fprintf(stderr, "usage: %s SCENARIO\nscenarios:", argv[0]);
+    for (const auto& [name, run] : scenarios) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  try {
+    return scenario->second();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "[%s] error: %s\n", rpc::get_worker_name().c_str(), error.what());
+    std::fflush(stderr);
+    try {
+      rpc::shutdown(false);
+    } catch (const std::exception&) {  // already failing: the first error is the one to report
+    }
+    return 1;
+  }
+}
