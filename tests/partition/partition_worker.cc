@@ -2,7 +2,7 @@
 // of a world by tests/partition/remote_call_test.cc (through tests/rpc/multiprocess.h). Rank 0
 // drives each scenario through remote_*_call / parallelize* and checks what comes back; the
 // other ranks serve. A failed check ends rank 0 with "[worker0] error: ..." and exit code 1.
-#include <cstdio>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distgrad.h"
+#include "tests/rpc/scenario_main.h"
 
 namespace partition_worker {
 namespace {
@@ -273,12 +274,17 @@ void maml_gradients() {
   check_close(tasks.x_support.grad(), local_input_gradient, "the gradient of the split support inputs", 1e-10);
 }
 
-const std::map<std::string, void (*)()>& scenarios() {
-  static const std::map<std::string, void (*)()> all = {{"calls", calls},
-                                                        {"async", async_calls},
-                                                        {"nested", nested},
-                                                        {"failure", failure},
-                                                        {"maml_gradients", maml_gradients}};
+// Each scenario runs as a whole program: rank 0 drives it, the others serve until shutdown.
+int world_running(void (*scenario)()) { return dg::auto_init_rpc(nullptr, dg::rank_zero_only(scenario)); }
+
+const std::map<std::string, std::function<int()>>& scenarios() {
+  static const std::map<std::string, std::function<int()>> all = {
+      {"calls", [] { return world_running(calls); }},
+      {"async", [] { return world_running(async_calls); }},
+      {"nested", [] { return world_running(nested); }},
+      {"failure", [] { return world_running(failure); }},
+      {"maml_gradients", [] { return world_running(maml_gradients); }},
+  };
   return all;
 }
 
@@ -286,13 +292,5 @@ const std::map<std::string, void (*)()>& scenarios() {
 }  // namespace partition_worker
 
 int main(int argc, char** argv) {
-  const auto& scenarios = partition_worker::scenarios();
-  const auto scenario = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
-  if (scenario == scenarios.end()) {
-    std::fprintf(stderr, "usage: %s SCENARIO\nscenarios:", argv[0]);
-    for (const auto& [name, run] : scenarios) std::fprintf(stderr, " %s", name.c_str());
-    std::fprintf(stderr, "\n");
-    return 2;
-  }
-  return distgrad::auto_init_rpc(nullptr, distgrad::rank_zero_only(scenario->second));
+  return distgrad::rpc::testing::scenario_main(argc, argv, partition_worker::scenarios());
 }

@@ -32,6 +32,7 @@
 #include "core/ops.h"
 #include "rpc/frame.h"
 #include "rpc/rpc.h"
+#include "tests/rpc/scenario_main.h"
 
 namespace worker_types {
 
@@ -1262,24 +1263,5 @@ const std::map<std::string, std::function<int()>>& scenarios() {
 }  // namespace distgrad::rpc
 
 int main(int argc, char** argv) {
-  namespace rpc = distgrad::rpc;
-  const auto& scenarios = rpc::scenarios();
-  const auto scenario = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
-  if (scenario == scenarios.end()) {
-    std::fprintf(stderr, "usage: %s SCENARIO\nscenarios:", argv[0]);
-    for (const auto& [name, run] : scenarios) std::fprintf(stderr, " %s", name.c_str());
-    std::fprintf(stderr, "\n");
-    return 2;
-  }
-  try {
-    return scenario->second();
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "[%s] error: %s\n", rpc::get_worker_name().c_str(), error.what());
-    std::fflush(stderr);
-    try {
-      rpc::shutdown(false);
-    } catch (const std::exception&) {  // already failing: the first error is the one to report
-    }
-    return 1;
-  }
+  return distgrad::rpc::testing::scenario_main(argc, argv, distgrad::rpc::scenarios());
 }
