@@ -36,7 +36,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "rpc/rpc.h"
-#include "tests/rpc/scenario_main.h"
+#include "tests/rpc/scenario.h"
 
 namespace distgrad::autograd::distributed {
 namespace {
@@ -58,38 +58,12 @@ constexpr auto kReleaseTimeout = 10s;
 constexpr double kRtol = 1e-12;
 constexpr double kAtol = 1e-12;
 
-// ---------------------------------------------------------------------------------------------
-// Checks and messages.
-
-class Failure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-template <typename... Parts>
-std::string str(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
-
-template <typename... Parts>
-void say(const Parts&... parts) {
-  const std::string line = str("[", get_worker_name(), "] ", parts..., "\n");
-  std::fputs(line.c_str(), stdout);
-  std::fflush(stdout);
-}
-
-template <typename... Parts>
-void require(bool condition, const Parts&... parts) {
-  if (!condition) throw Failure(str(parts...));
-}
-
-void require_contains(const std::string& text, const std::string& fragment, const std::string& what) {
-  require(text.find(fragment) != std::string::npos, what, ": expected \"", fragment, "\" in \"", text, "\"");
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using rpc::testing::Failure;
+using rpc::testing::require;
+using rpc::testing::require_contains;
+using rpc::testing::say;
+using rpc::testing::seconds_since;
+using rpc::testing::str;
 
 // Requires `found` (a distributed gradient) to match `expected` (the local reference).
 void require_close(const std::string& what, const Tensor& found, const Tensor& expected) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "distgrad.h"
-#include "tests/rpc/scenario_main.h"
+#include "tests/rpc/scenario.h"
 
 namespace partition_worker {
 namespace {

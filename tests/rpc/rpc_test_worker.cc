@@ -32,7 +32,7 @@
 #include "core/ops.h"
 #include "rpc/frame.h"
 #include "rpc/rpc.h"
-#include "tests/rpc/scenario_main.h"
+#include "tests/rpc/scenario.h"
 
 namespace worker_types {
 
@@ -69,38 +69,12 @@ using worker_types::Stats;
 constexpr char kCallMethod[] = "/distgrad.rpc.wire.Worker/Call";
 constexpr char kTokenKey[] = "distgrad-token";
 
-// ---------------------------------------------------------------------------------------------
-// Checks and messages.
-
-class Failure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-template <typename... Parts>
-std::string str(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
-
-template <typename... Parts>
-void say(const Parts&... parts) {
-  const std::string line = str("[", get_worker_name(), "] ", parts..., "\n");
-  std::fputs(line.c_str(), stdout);
-  std::fflush(stdout);
-}
-
-template <typename... Parts>
-void require(bool condition, const Parts&... parts) {
-  if (!condition) throw Failure(str(parts...));
-}
-
-void require_contains(const std::string& text, const std::string& fragment, const std::string& what) {
-  require(text.find(fragment) != std::string::npos, what, ": expected \"", fragment, "\" in \"", text, "\"");
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using testing::Failure;
+using testing::require;
+using testing::require_contains;
+using testing::say;
+using testing::seconds_since;
+using testing::str;
 
 // Runs `call`, which must throw a RemoteError with `code`; returns it.
 template <typename F>

@@ -1,0 +1,82 @@
+// For the workers of multi-process tests (`WORKER SCENARIO`, run by run_world of multiprocess.h as
+// every rank of a world): checks and messages, and the main.
+//
+//   int main(int argc, char** argv) { return scenario_main(argc, argv, scenarios()); }
+//
+// scenario_main runs the named scenario and returns its exit code. An exception from it is printed as
+// "[workerN] error: ..." and ends the worker with code 1 after an abrupt shutdown (the first
+// error is the one reported); a missing or unknown name prints the usage, with every scenario's
+// name, and returns 2.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "rpc/rpc.h"
+
+namespace distgrad::rpc::testing {
+
+// A failed check of a scenario.
+class Failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The parts written one after the other.
+template <typename... Parts>
+std::string str(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+// Prints "[workerN] parts..." as one line on stdout.
+template <typename... Parts>
+void say(const Parts&... parts) {
+  const std::string line = str("[", get_worker_name(), "] ", parts..., "\n");
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+// Throws a Failure saying `parts...` unless `condition`.
+template <typename... Parts>
+void require(bool condition, const Parts&... parts) {
+  if (!condition) throw Failure(str(parts...));
+}
+
+inline void require_contains(const std::string& text, const std::string& fragment, const std::string& what) {
+  require(text.find(fragment) != std::string::npos, what, ": expected \"", fragment, "\" in \"", text, "\"");
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline int scenario_main(int argc, char** argv, const std::map<std::string, std::function<int()>>& scenarios) {
+  const auto scenario = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
+  if (scenario == scenarios.end()) {
+    std::fprintf(stderr, "usage: %s SCENARIO\nscenarios:", argv[0]);
+    for (const auto& [name, run] : scenarios) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  try {
+    return scenario->second();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "[%s] error: %s\n", get_worker_name().c_str(), error.what());
+    std::fflush(stderr);
+    try {
+      shutdown(false);
+    } catch (const std::exception&) {  // already failing: the first error is the one to report
+    }
+    return 1;
+  }
+}
+
+}  // namespace distgrad::rpc::testing
