@@ -52,8 +52,11 @@ std::set<int> DistAutogradContext::workers() const {
 }
 
 void DistAutogradContext::add_to(LeafGradients& gradients, const Tensor& leaf, const Tensor& grad) {
-  auto [entry, inserted] = gradients.try_emplace(leaf.autograd_meta(), LeafGradient{leaf, Tensor()});
-  entry->second.grad = inserted ? ops::clone(grad) : ops::add(entry->second.grad, grad);
+  // Kept without a copy: the engine never writes a gradient in place once it is handed over, and
+  // later ones are added out of place, so the two maps may share the first (accumulate_grad
+  // copies a shared tensor before it adds into .grad in place).
+  auto [entry, inserted] = gradients.try_emplace(leaf.autograd_meta(), LeafGradient{leaf, grad});
+  if (!inserted) entry->second.grad = ops::add(entry->second.grad, grad);
 }
 
 void DistAutogradContext::accumulate(const Tensor& leaf, const Tensor& grad) {
