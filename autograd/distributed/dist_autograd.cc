@@ -1,5 +1,6 @@
 #include "autograd/distributed/dist_autograd.h"
 
+#include <exception>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -196,6 +197,23 @@ rpc::CallHooks distributed_autograd_hooks() {
 // Installed when distributed autograd is linked in (this file holds its whole API).
 const bool kHooksInstalled = (rpc::install_call_hooks(distributed_autograd_hooks()), true);
 
+// The gradient messages sent by the local pass running on this thread (Note [Gradient messages in
+// flight]), or null outside run_local_pass.
+thread_local std::vector<rpc::Future<void>>* pass_messages = nullptr;
+
+class GradientMessagesScope {
+ public:
+  explicit GradientMessagesScope(std::vector<rpc::Future<void>>* messages) : previous_(pass_messages) {
+    pass_messages = messages;
+  }
+  ~GradientMessagesScope() { pass_messages = previous_; }
+  GradientMessagesScope(const GradientMessagesScope&) = delete;
+  GradientMessagesScope& operator=(const GradientMessagesScope&) = delete;
+
+ private:
+  std::vector<rpc::Future<void>>* previous_;
+};
+
 // The driver's pass: runs the engine from the roots, then releases the graph everywhere unless
 // retained. Returns this worker's leaf gradients of the pass.
 std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorList& roots, bool retain_graph,
@@ -247,19 +265,38 @@ void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots
   options.keep_graph = true;  // Note [Graphs kept through a pass]
   options.accumulate_leaf = [&context](const Tensor& leaf, const Tensor& grad) { context.accumulate(leaf, grad); };
   context.enter_gradient_call();
-  try {
-    NoGradGuard no_grad;
-    Engine::execute(roots, std::move(grads), options);
-  } catch (...) {
-    context.exit_gradient_call();
-    throw;
+  std::vector<rpc::Future<void>> messages;
+  std::exception_ptr failure;
+  {
+    GradientMessagesScope collect(&messages);
+    try {
+      NoGradGuard no_grad;
+      Engine::execute(roots, std::move(grads), options);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  // Every message is awaited, even after a failure: none outlives the pass that sent it.
+  for (const rpc::Future<void>& message : messages) {
+    try {
+      message.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
   }
   context.exit_gradient_call();
+  if (failure) std::rethrow_exception(failure);
 }
 
 void send_gradients(int worker, int64_t context_id, int64_t message_id, std::vector<Tensor> grads) {
   ContextScope outside(nullptr);  // the gradients themselves are not recorded
-  rpc::rpc_sync(worker, &propagate_gradients, context_id, message_id, std::move(grads), pass_retains_graph);
+  rpc::Future<void> message =
+      rpc::rpc_async(worker, &propagate_gradients, context_id, message_id, std::move(grads), pass_retains_graph);
+  if (pass_messages != nullptr) {
+    pass_messages->push_back(std::move(message));
+  } else {
+    message.get();  // a local backward() reached a RecvBackward: nothing else awaits it
+  }
 }
 
 size_t num_live_contexts() { return ContextContainer::instance().size(); }

@@ -9,6 +9,14 @@
 // whole pass, on every worker that took part, unless retain_graph asked to keep them. The next
 // pass of the context waits until every worker has released them: one that ran meanwhile would
 // read saved tensors while they are being freed, or miss the "second time" error.
+//
+// Note [Gradient messages in flight]
+// A RecvBackward does not wait for its message: the local engine goes on with the rest of the
+// graph, so the gradients of every remote call of a pass travel, and the workers run their
+// parts, at the same time (a meta-batch of 16 tasks over 3 workers would otherwise run one task
+// after the other). run_local_pass awaits every message its engine sent before it returns, so
+// a pass still ends when every hop it started has ended, and the first failure among them (or
+// the engine's own) is the pass's error.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +33,9 @@ namespace distgrad::autograd::distributed {
 void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads, bool retain_graph);
 
 // RecvBackward's transport: sends `grads` (one per tensor of the message) to the SendBackward of
-// `message_id` on `worker` and waits until that worker's part of the pass (and everything it
-// started) has finished.
+// `message_id` on `worker`. Inside run_local_pass the call is awaited when the local engine is
+// done (Note [Gradient messages in flight]); elsewhere it returns once that worker's part of the
+// pass (and everything it started) has finished.
 void send_gradients(int worker, int64_t context_id, int64_t message_id, std::vector<Tensor> grads);
 
 }  // namespace distgrad::autograd::distributed

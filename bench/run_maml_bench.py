@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Times distributed MAML on sinusoids, ours beside TorchOpt's and hand-written torch RPC; or soaks ours.
+
+  python3 bench/run_maml_bench.py --build build --rounds 3 [--worlds 1,2,3] [--peer-transports default,uv]
+      [--warmup 5] [--iterations 30] [--peer-python ~/.venvs/distgrad-peer/bin/python]
+  python3 bench/run_maml_bench.py --build build --soak 1000 [--soak-world 3] [--soak-iterations 3]
+      [--soak-timeout 60] [--soak-seconds 600] [--soak-contender distgrad]
+
+Benchmark: each round runs, for every world size, one world per contender, in an order that
+rotates from round to round: BUILD/bench/maml_bench (distgrad), bench/peer/maml_torchopt.py
+(TorchOpt's torchopt.distributed API) and bench/peer/maml_torch_rpc.py (torch.distributed.rpc
+and distributed autograd by hand), each peer once per TensorPipe transport setting ("default";
+"uv" for _transports=["uv"], TCP only). Each round also runs the single-process versions
+(maml/local): ours without RPC, and plain PyTorch (maml_torch_rpc.py --local:
+torch.autograd.grad with create_graph). Worlds start as bench/run_rpc_bench.py starts them (its
+run_world: launcher environment, free port, OMP_NUM_THREADS=1, killed on timeout). A
+workload's figure is the median over rounds of each round's median seconds per outer iteration
+(p10, p90 and the forward and backward parts likewise). Prints one JSON object per workload
+with the ratios peer time / our time (larger is better for us) and our time over the fastest
+peer's (the issue's target: at most 0.15), then Markdown tables on stderr.
+
+Soak (--soak K): starts up to K short worlds of one contender one after another (K runs or
+--soak-seconds, whichever comes first) and counts those that hung (killed at --soak-timeout)
+or failed; prints one JSON summary line.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from run_rpc_bench import format_seconds, run_world
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEERS = {"torchopt": "maml_torchopt.py", "torch-rpc": "maml_torch_rpc.py"}
+PEER_TITLES = {"torchopt": "TorchOpt", "torch-rpc": "torch RPC"}
+
+
+def contender_command(args, label, flags):
+    """The command line of a contender: "distgrad", or PEER-TRANSPORTS such as "torchopt-uv"."""
+    if label == "distgrad":
+        return [os.path.join(args.build, "bench", "maml_bench")] + [f"--{flag.replace('-', '_')}" for flag in flags]
+    peer, transports = label.rsplit("-", 1)
+    return ([args.peer_python, os.path.join(HERE, "peer", PEERS[peer]), "--transports", transports]
+            + [f"--{flag}" for flag in flags])
+
+
+def labels(args):
+    peers = [f"{peer}-{t}" for peer in PEERS for t in args.peer_transports] if args.peer_python else []
+    return ["distgrad"] + peers
+
+
+def benchmark(args):
+    flags = [f"warmup={args.warmup}", f"iterations={args.iterations}"]
+    results, errors = {}, {}  # (workload, label) -> rows / error texts
+    for round_index in range(args.rounds):
+        # Single-process runs (no RPC, so no transport to vary): ours, and plain PyTorch.
+        local_labels = ["distgrad"] + ([f"torch-rpc-{args.peer_transports[0]}"] if args.peer_python else [])
+        runs = [("maml/local", label, 1, flags + ["local"]) for label in local_labels]
+        runs += [(f"maml/world{size}", label, size, flags) for size in args.worlds for label in labels(args)]
+        for size in [0] + args.worlds:  # rotate within each world size so contenders alternate
+            group = [run for run in runs if (run[2] if run[0] != "maml/local" else 0) == size]
+            shift = round_index % len(group)
+            for name, label, world_size, run_flags in group[shift:] + group[:shift]:
+                rows, error, elapsed = run_world(contender_command(args, label, run_flags), world_size, args.timeout)
+                rows = [row for row in rows if row.get("name") == name]
+                print(json.dumps({"round": round_index, "workload": name, "contender": label,
+                                  "seconds": round(elapsed, 3), "error": error,
+                                  "median": rows[0]["seconds_per_iter"] if rows else None}), file=sys.stderr)
+                if rows and not error:
+                    results.setdefault((name, label), []).append(rows[0])
+                else:
+                    errors.setdefault((name, label), []).append(error or "no result printed")
+    report(args, results, errors)
+
+
+FIGURES = ("seconds_per_iter", "p10", "p90", "forward_seconds", "backward_seconds")
+
+
+def summarize(rows):
+    """The median over rounds of each figure of a contender's rows (None without rows)."""
+    if not rows:
+        return None
+    return dict({key: statistics.median(row[key] for row in rows) for key in FIGURES}, rounds=len(rows),
+                torch_version=rows[0].get("torch_version"), transports=rows[0].get("transports"))
+
+
+def cell_text(summary, failures):
+    """A table cell: the median [p10-p90], and how many rounds failed."""
+    if summary is None:
+        return f"failed: {failures[0][:160]}" if failures else "-"
+    spread = f"[{format_seconds(summary['p10'])}-{format_seconds(summary['p90'])}]"
+    failed = f" ({len(failures)} of {len(failures) + summary['rounds']} rounds failed)" if failures else ""
+    return f"{format_seconds(summary['seconds_per_iter'])} {spread}{failed}"
+
+
+def report(args, results, errors):
+    peer_labels = labels(args)[1:]
+    titles = [f"{PEER_TITLES[label.rsplit('-', 1)[0]]} {label.rsplit('-', 1)[1]}" for label in peer_labels]
+    header = ["workload", "distgrad"] + [text for title in titles for text in (title, "ratio")]
+    header.append("distgrad / fastest peer")
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    phases = ["| workload | " + " | ".join(["distgrad"] + titles) + " |", "|" + "---|" * (2 + len(titles))]
+    for name in ["maml/local"] + [f"maml/world{size}" for size in args.worlds]:
+        ran = [label for label in ["distgrad"] + peer_labels if (name, label) in results or (name, label) in errors]
+        summaries = {label: summarize(results.get((name, label))) for label in ran}
+        ours = summaries.get("distgrad")
+        result = {"name": name}
+        cells = [name, cell_text(ours, errors.get((name, "distgrad"), []))]
+        for label in ["distgrad"] + peer_labels:
+            if label in ran:
+                result.update({label: summaries[label], f"{label}_errors": errors.get((name, label))})
+        for label in peer_labels:  # the single-process peers ran under one transport's label only
+            peer = summaries.get(label)
+            ratio = peer["seconds_per_iter"] / ours["seconds_per_iter"] if peer and ours else None
+            if label in ran:
+                result[f"ratio_{label}"] = ratio
+            cells += [cell_text(peer, errors.get((name, label), [])) if label in ran else "-",
+                      f"{ratio:.2f}" if ratio else "-"]
+        timed_peers = [label for label in peer_labels if summaries.get(label)]
+        if ours and timed_peers:
+            fastest = min(timed_peers, key=lambda label: summaries[label]["seconds_per_iter"])
+            result["fastest_peer"] = fastest
+            result["distgrad_over_fastest_peer"] = ours["seconds_per_iter"] / summaries[fastest]["seconds_per_iter"]
+            cells.append(f"{result['distgrad_over_fastest_peer']:.3f} ({fastest})")
+        else:
+            cells.append("-")
+        print(json.dumps(result))
+        table.append("| " + " | ".join(cells) + " |")
+        phases.append("| " + " | ".join([name] + [
+            f"{format_seconds(summaries[label]['forward_seconds'])} + "
+            f"{format_seconds(summaries[label]['backward_seconds'])}" if summaries.get(label) else "-"
+            for label in ["distgrad"] + peer_labels]) + " |")
+    print("\n".join(table), file=sys.stderr)
+    print("\nForward (clone, calls, mean) + backward, medians:\n" + "\n".join(phases), file=sys.stderr)
+
+
+def soak(args):
+    flags = ["warmup=0", f"iterations={args.soak_iterations}"]
+    command = contender_command(args, args.soak_contender, flags)
+    name = f"maml/world{args.soak_world}"
+    runs, hangs, failures, seconds, first_errors = 0, 0, 0, [], []
+    start = time.monotonic()
+    while runs < args.soak and time.monotonic() - start < args.soak_seconds:
+        rows, error, elapsed = run_world(command, args.soak_world, args.soak_timeout)
+        runs += 1
+        seconds.append(elapsed)
+        if error or not any(row.get("name") == name for row in rows):
+            hung = error is not None and error.startswith("timed out")
+            hangs += hung
+            failures += not hung
+            if len(first_errors) < 5:
+                first_errors.append(f"run {runs}: {error or 'no result printed'}")
+            print(json.dumps({"run": runs, "error": error or "no result printed"}), file=sys.stderr)
+        elif runs % 50 == 0:
+            print(json.dumps({"runs": runs, "hangs": hangs, "failures": failures,
+                              "elapsed_s": round(time.monotonic() - start, 1)}), file=sys.stderr)
+    print(json.dumps({"soak": name, "contender": args.soak_contender, "iterations_per_run": args.soak_iterations,
+                      "runs": runs, "requested": args.soak, "hangs": hangs, "failures": failures,
+                      "timeout_s": args.soak_timeout, "total_s": round(time.monotonic() - start, 1),
+                      "run_seconds_median": statistics.median(seconds) if seconds else None,
+                      "run_seconds_max": max(seconds) if seconds else None, "first_errors": first_errors}))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--worlds", default="1,2,3", help="comma-separated world sizes")
+    parser.add_argument("--warmup", type=int, default=5, help="outer iterations before timing, per world")
+    parser.add_argument("--iterations", type=int, default=30, help="timed outer iterations per world")
+    parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
+    parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
+                        help="the peer's interpreter; an empty string measures distgrad alone")
+    parser.add_argument("--timeout", type=float, default=150.0,
+                        help="seconds before a world is killed (the peers give up on a call after 120 s)")
+    parser.add_argument("--soak", type=int, default=0, help="soak mode: start up to this many short worlds")
+    parser.add_argument("--soak-world", type=int, default=3)
+    parser.add_argument("--soak-iterations", type=int, default=3)
+    parser.add_argument("--soak-timeout", type=float, default=60.0, help="seconds before a soak world counts as hung")
+    parser.add_argument("--soak-seconds", type=float, default=600.0, help="stop starting soak worlds after this")
+    parser.add_argument("--soak-contender", default="distgrad", help="distgrad, or e.g. torchopt-uv")
+    args = parser.parse_args()
+    args.worlds = [int(n) for n in args.worlds.split(",")]
+    args.peer_transports = args.peer_transports.split(",")
+    if args.peer_python and not os.path.exists(args.peer_python):
+        print(f"no peer interpreter at {args.peer_python}: measuring distgrad alone", file=sys.stderr)
+        args.peer_python = ""
+    soak(args) if args.soak else benchmark(args)
+
+
+if __name__ == "__main__":
+    main()
