@@ -55,16 +55,25 @@ void release_graph_from(const std::vector<std::shared_ptr<Node>>& roots) {
 
 // The internal messages of distributed autograd (registered functions with reserved names).
 
-void propagate_gradients(int64_t context_id, int64_t message_id, std::vector<Tensor> grads, bool retain_graph) {
-  ContextPtr context = ContextContainer::instance().find(context_id);
-  DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ", this_worker(),
-                 " (it was released, or the forward pass never reached this worker)");
-  std::shared_ptr<SendBackward> send = context->send(message_id);
+// The roots of a pass that starts at the send function of `message_id` with `grads`.
+std::vector<Edge> message_roots(const DistAutogradContext& context, int64_t message_id, const TensorList& grads) {
+  std::shared_ptr<SendBackward> send = context.send(message_id);
   DISTGRAD_CHECK(grads.size() == send->num_inputs(), "distributed autograd: message ", message_id, " carried ",
                  send->num_inputs(), " tensors but ", grads.size(), " gradients came back");
   std::vector<Edge> roots;
   for (size_t i = 0; i < grads.size(); ++i) roots.push_back({send, static_cast<uint32_t>(i)});
-  run_local_pass(*context, roots, std::move(grads), retain_graph);
+  return roots;
+}
+
+// Runs this worker's part of a pass from the send function of `message_id`; returns the
+// gradients for `from`'s send functions (Note [Gradient messages in flight]).
+ReturnedGradients propagate_gradients(int64_t context_id, int64_t message_id, std::vector<Tensor> grads,
+                                      bool retain_graph, int from) {
+  ContextPtr context = ContextContainer::instance().find(context_id);
+  DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ", this_worker(),
+                 " (it was released, or the forward pass never reached this worker)");
+  std::vector<Edge> roots = message_roots(*context, message_id, grads);
+  return run_local_pass(*context, roots, std::move(grads), retain_graph, from);
 }
 DISTGRAD_REMOTE_NAMED(propagate_gradients, "__distgrad.autograd.propagate");
 
@@ -197,22 +206,39 @@ rpc::CallHooks distributed_autograd_hooks() {
 // Installed when distributed autograd is linked in (this file holds its whole API).
 const bool kHooksInstalled = (rpc::install_call_hooks(distributed_autograd_hooks()), true);
 
-// The gradient messages sent by the local pass running on this thread (Note [Gradient messages in
-// flight]), or null outside run_local_pass.
-thread_local std::vector<rpc::Future<void>>* pass_messages = nullptr;
+// The local pass running on this thread (run_local_pass), or null.
+struct LocalPass {
+  int caller;                                        // gradients for this worker go back in the reply
+  ReturnedGradients for_caller;                      // those gradients
+  std::vector<rpc::Future<ReturnedGradients>> sent;  // messages to other workers, awaited at the end
+};
+thread_local LocalPass* current_pass = nullptr;
 
-class GradientMessagesScope {
+class LocalPassScope {
  public:
-  explicit GradientMessagesScope(std::vector<rpc::Future<void>>* messages) : previous_(pass_messages) {
-    pass_messages = messages;
-  }
-  ~GradientMessagesScope() { pass_messages = previous_; }
-  GradientMessagesScope(const GradientMessagesScope&) = delete;
-  GradientMessagesScope& operator=(const GradientMessagesScope&) = delete;
+  explicit LocalPassScope(LocalPass* pass) : previous_(current_pass) { current_pass = pass; }
+  ~LocalPassScope() { current_pass = previous_; }
+  LocalPassScope(const LocalPassScope&) = delete;
+  LocalPassScope& operator=(const LocalPassScope&) = delete;
 
  private:
-  std::vector<rpc::Future<void>>* previous_;
+  LocalPass* previous_;
 };
+
+// Runs the local engine from `roots` for `pass`; records its failure, if any, in `failure`.
+void run_engine(DistAutogradContext& context, LocalPass& pass, const std::vector<Edge>& roots, TensorList grads,
+                std::exception_ptr& failure) {
+  ExecuteOptions options;
+  options.keep_graph = true;  // Note [Graphs kept through a pass]
+  options.accumulate_leaf = [&context](const Tensor& leaf, const Tensor& grad) { context.accumulate(leaf, grad); };
+  LocalPassScope scope(&pass);
+  try {
+    NoGradGuard no_grad;
+    Engine::execute(roots, std::move(grads), options);
+  } catch (...) {
+    if (!failure) failure = std::current_exception();
+  }
+}
 
 // The driver's pass: runs the engine from the roots, then releases the graph everywhere unless
 // retained. Returns this worker's leaf gradients of the pass.
@@ -233,7 +259,7 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
   for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   context.begin_pass();
   try {
-    run_local_pass(context, edges, std::move(grads), retain_graph);
+    run_local_pass(context, edges, std::move(grads), retain_graph, /*caller=*/-1);
   } catch (...) {
     // The pass failed somewhere: every worker that took part drops the context's state.
     context.end_pass();
@@ -259,41 +285,54 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
 
 }  // namespace
 
-void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads, bool retain_graph) {
+ReturnedGradients run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads,
+                                 bool retain_graph, int caller) {
   RetainGraphScope retain(retain_graph);
-  ExecuteOptions options;
-  options.keep_graph = true;  // Note [Graphs kept through a pass]
-  options.accumulate_leaf = [&context](const Tensor& leaf, const Tensor& grad) { context.accumulate(leaf, grad); };
   context.enter_gradient_call();
-  std::vector<rpc::Future<void>> messages;
+  LocalPass pass{caller, {}, {}};
   std::exception_ptr failure;
-  {
-    GradientMessagesScope collect(&messages);
+  run_engine(context, pass, roots, std::move(grads), failure);
+  // Every message is awaited, even after a failure: none outlives the pass that sent it. Replies
+  // that bring gradients back continue the pass here, which may send more messages.
+  for (size_t i = 0; i < pass.sent.size(); ++i) {
+    ReturnedGradients returned;
     try {
-      NoGradGuard no_grad;
-      Engine::execute(roots, std::move(grads), options);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  // Every message is awaited, even after a failure: none outlives the pass that sent it.
-  for (const rpc::Future<void>& message : messages) {
-    try {
-      message.get();
+      returned = pass.sent[i].get();
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
+    if (returned.empty() || failure) continue;
+    std::vector<Edge> message_edges;
+    TensorList message_grads;
+    try {
+      for (auto& [message_id, tensors] : returned) {
+        for (Edge& edge : message_roots(context, message_id, tensors)) message_edges.push_back(std::move(edge));
+        for (Tensor& tensor : tensors) message_grads.push_back(std::move(tensor));
+      }
+    } catch (...) {
+      failure = std::current_exception();
+      continue;
+    }
+    run_engine(context, pass, message_edges, std::move(message_grads), failure);
   }
   context.exit_gradient_call();
   if (failure) std::rethrow_exception(failure);
+  return std::move(pass.for_caller);
 }
 
 void send_gradients(int worker, int64_t context_id, int64_t message_id, std::vector<Tensor> grads) {
+  LocalPass* pass = current_pass;
+  if (pass != nullptr && worker == pass->caller) {
+    pass->for_caller.emplace_back(message_id, std::move(grads));
+    return;
+  }
   ContextScope outside(nullptr);  // the gradients themselves are not recorded
-  rpc::Future<void> message =
-      rpc::rpc_async(worker, &propagate_gradients, context_id, message_id, std::move(grads), pass_retains_graph);
-  if (pass_messages != nullptr) {
-    pass_messages->push_back(std::move(message));
+  // Outside a pass nothing would run gradients that came back in the reply: ask for none.
+  const int reply_to = pass != nullptr ? rpc::world_info().rank : -1;
+  rpc::Future<ReturnedGradients> message = rpc::rpc_async(worker, &propagate_gradients, context_id, message_id,
+                                                          std::move(grads), pass_retains_graph, reply_to);
+  if (pass != nullptr) {
+    pass->sent.push_back(std::move(message));
   } else {
     message.get();  // a local backward() reached a RecvBackward: nothing else awaits it
   }

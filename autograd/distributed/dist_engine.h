@@ -16,11 +16,16 @@
 // parts, at the same time (a meta-batch of 16 tasks over 3 workers would otherwise run one task
 // after the other). run_local_pass awaits every message its engine sent before it returns, so
 // a pass still ends when every hop it started has ended, and the first failure among them (or
-// the engine's own) is the pass's error.
+// the engine's own) is the pass's error. Gradients a worker's pass owes to the worker whose
+// message started it travel back in the reply to that message rather than as a message of
+// their own, and the caller's pass goes on from them when the reply arrives: a remote call's
+// backward costs one round trip, not two (a task's query loss goes back to the worker that
+// adapted it; the gradient of the parameters it was sent comes back with the reply).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "autograd/distributed/context.h"
@@ -28,14 +33,20 @@
 
 namespace distgrad::autograd::distributed {
 
+// Gradients for send functions of one worker: (message id, one gradient per tensor of the
+// message).
+using ReturnedGradients = std::vector<std::pair<int64_t, std::vector<Tensor>>>;
+
 // Runs this worker's part of a pass: the local engine from `roots` (edges) with `grads`,
-// accumulating leaves into `context`.
-void run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads, bool retain_graph);
+// accumulating leaves into `context`, and then the messages it sent. Returns the gradients for
+// `caller`'s send functions (-1: none; everything is sent).
+ReturnedGradients run_local_pass(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads,
+                                 bool retain_graph, int caller);
 
 // RecvBackward's transport: sends `grads` (one per tensor of the message) to the SendBackward of
-// `message_id` on `worker`. Inside run_local_pass the call is awaited when the local engine is
-// done (Note [Gradient messages in flight]); elsewhere it returns once that worker's part of the
-// pass (and everything it started) has finished.
+// `message_id` on `worker`. Inside run_local_pass the call is awaited by the pass, or the
+// gradients wait for the reply when `worker` is its caller; elsewhere it returns once that
+// worker's part of the pass (and everything it started) has finished.
 void send_gradients(int worker, int64_t context_id, int64_t message_id, std::vector<Tensor> grads);
 
 }  // namespace distgrad::autograd::distributed
