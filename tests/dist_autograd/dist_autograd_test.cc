@@ -82,6 +82,11 @@ TEST(DistAutogradGraphs, SameTensorSentToTwoWorkersSumsTheGradients) {
   expect_scenario("same_tensor_two_workers", {"same tensor to two workers: the gradients are summed"});
 }
 
+TEST(DistAutogradGraphs, TheBackwardPartsOfSeveralWorkersRunAtTheSameTime) {
+  expect_scenario("overlapping_backwards",
+                  {"overlapping backwards: the backward parts of workers 1-3 ran at the same time"});
+}
+
 TEST(DistAutogradGraphs, LeavesOnAWorkerGetTheirGradientsThere) {
   expect_scenario("worker_leaves", {"leaves on a worker: their gradients are in the worker's context"});
 }

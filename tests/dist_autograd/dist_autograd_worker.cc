@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -283,6 +284,45 @@ Tensor dies_in_backward(Tensor x) {
 DISTGRAD_REMOTE(dies_in_backward);
 Tensor forward_to_dying(Tensor x, int64_t victim) { return rpc_sync(victim, &dies_in_backward, sin(x)) * 2.0; }
 DISTGRAD_REMOTE(forward_to_dying);
+
+// Where the backward parts of overlapping_backwards meet, on the driver: each worker's part
+// calls meet_in_backward, which waits until all three have arrived (or kMeetingTimeout passed)
+// and returns how many did.
+constexpr int kMeetingWorkers = 3;
+constexpr auto kMeetingTimeout = 10s;
+struct BackwardMeeting {
+  std::mutex mutex;  // guards arrived
+  std::condition_variable changed;
+  int64_t arrived = 0;
+};
+BackwardMeeting& backward_meeting() {
+  static BackwardMeeting meeting;
+  return meeting;
+}
+int64_t meet_in_backward() {
+  BackwardMeeting& meeting = backward_meeting();
+  std::unique_lock<std::mutex> lock(meeting.mutex);
+  ++meeting.arrived;
+  meeting.changed.notify_all();
+  meeting.changed.wait_for(lock, kMeetingTimeout, [&] { return meeting.arrived >= kMeetingWorkers; });
+  return meeting.arrived;
+}
+DISTGRAD_REMOTE(meet_in_backward);
+
+// x * 3, whose backward here goes on only once the backward parts of the other workers have
+// started too (a backward that sent its gradients to one worker at a time would fail here).
+Tensor waits_for_the_others_in_backward(Tensor x) {
+  x.register_hook([](const Tensor& grad) -> Tensor {
+    const int64_t arrived = rpc_sync(0, &meet_in_backward);
+    if (arrived < kMeetingWorkers) {
+      throw std::runtime_error(str("waits_for_the_others_in_backward: only ", arrived, " of ", kMeetingWorkers,
+                                   " workers' backward parts were running within ", kMeetingTimeout.count(), " s"));
+    }
+    return grad;
+  });
+  return x * 3.0;
+}
+DISTGRAD_REMOTE(waits_for_the_others_in_backward);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers of the drivers.
@@ -594,6 +634,25 @@ int same_tensor_two_workers() {
     const std::set<int> workers = ContextContainer::instance().find(ctx.id())->workers();
     require(workers == std::set<int>{1, 2}, "the context talked to ", workers.size(), " workers, expected 2");
     say("same tensor to two workers: the gradients are summed, matching the local reference");
+  });
+}
+
+int overlapping_backwards() {
+  return drive("overlapping_backwards", [] {
+    Generator generator(12);
+    Context ctx;
+    const Tensor x = leaf({3, 3}, generator);
+    std::vector<rpc::Future<Tensor>> parts;
+    for (int worker = 1; worker <= kMeetingWorkers; ++worker) {
+      parts.push_back(rpc_async(worker, &waits_for_the_others_in_backward, x));
+    }
+    Tensor total = parts[0].get();
+    for (size_t i = 1; i < parts.size(); ++i) total = total + parts[i].get();
+    autograd::backward(ctx, {(total * total).sum()});
+    const Tensor rx = copy_leaf(x);
+    const Tensor reference_total = rx * 3.0 + rx * 3.0 + rx * 3.0;
+    require_close("x.grad()", x.grad(), reference_grads((reference_total * reference_total).sum(), {rx})[0]);
+    say("overlapping backwards: the backward parts of workers 1-3 ran at the same time; x.grad() matches");
   });
 }
 
@@ -971,6 +1030,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"mixed_requires_grad", mixed_requires_grad},
       {"no_grad", no_grad},
       {"same_tensor_two_workers", same_tensor_two_workers},
+      {"overlapping_backwards", overlapping_backwards},
       {"worker_leaves", worker_leaves},
       {"multiple_roots", multiple_roots},
       {"retain_graph", retain_graph},
