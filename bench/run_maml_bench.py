@@ -30,7 +30,7 @@ import statistics
 import sys
 import time
 
-from run_rpc_bench import format_seconds, run_world
+from run_rpc_bench import format_seconds, peer_python_or_none, run_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = {"torchopt": "maml_torchopt.py", "torch-rpc": "maml_torch_rpc.py"}
@@ -184,9 +184,7 @@ def main():
     args = parser.parse_args()
     args.worlds = [int(n) for n in args.worlds.split(",")]
     args.peer_transports = args.peer_transports.split(",")
-    if args.peer_python and not os.path.exists(args.peer_python):
-        print(f"no peer interpreter at {args.peer_python}: measuring distgrad alone", file=sys.stderr)
-        args.peer_python = ""
+    args.peer_python = peer_python_or_none(args.peer_python)
     soak(args) if args.soak else benchmark(args)
 
 

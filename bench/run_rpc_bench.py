@@ -122,6 +122,14 @@ def contenders(args, mode):
                                                              f"--timeout-s={args.peer_rpc_timeout}"] + peer_flags, size)
 
 
+def peer_python_or_none(path):
+    """`path` when the peer's interpreter is there, else "" (the benchmark then measures distgrad alone)."""
+    if path and not os.path.exists(path):
+        print(f"no peer interpreter at {path}: measuring distgrad alone", file=sys.stderr)
+        return ""
+    return path
+
+
 def format_seconds(seconds):
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} us"
@@ -147,9 +155,7 @@ def main():
     args = parser.parse_args()
     args.startup_workers = [int(n) for n in args.startup_workers.split(",")]
     args.peer_transports = args.peer_transports.split(",")
-    if args.peer_python and not os.path.exists(args.peer_python):
-        print(f"no peer interpreter at {args.peer_python}: measuring distgrad alone", file=sys.stderr)
-        args.peer_python = ""
+    args.peer_python = peer_python_or_none(args.peer_python)
 
     results = {}  # (workload, contender) -> list of rows, one per round
     errors = {}   # (workload, contender) -> errors
