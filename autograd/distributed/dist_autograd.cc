@@ -401,4 +401,11 @@ GradientMap get_gradients(const Context& context) {
   return GradientMap(state->gradients());
 }
 
+GradientMap get_gradients(int64_t context_id) {
+  distributed::ContextPtr state = distributed::ContextContainer::instance().find(context_id);
+  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context_id, " is not known on ",
+                 distributed::this_worker(), " (it was released, or no call inside it reached this worker)");
+  return GradientMap(state->gradients());
+}
+
 }  // namespace distgrad::autograd

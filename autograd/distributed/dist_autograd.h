@@ -70,6 +70,10 @@ class GradientMap {
   std::vector<distributed::LeafGradient> entries_;
 };
 GradientMap get_gradients(const Context& context);
+// The same by id, on any worker the context reached (PyTorch's get_gradients(context_id)): a
+// remote function given the driver's ctx.id() reads its own leaves' gradients. Throws naming
+// this worker when the context is not (or no longer) here.
+GradientMap get_gradients(int64_t context_id);
 
 namespace distributed {
 

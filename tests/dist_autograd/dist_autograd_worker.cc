@@ -218,13 +218,22 @@ DISTGRAD_REMOTE(param_value);
 // The gradient of this worker's parameter in the context (get_gradients on this worker); empty
 // when the context has none for it or is not here.
 std::optional<Tensor> param_gradient(int64_t context_id) {
-  const ContextPtr context = ContextContainer::instance().find(context_id);
-  if (context == nullptr) return std::nullopt;
-  const GradientMap gradients(context->gradients());
+  if (ContextContainer::instance().find(context_id) == nullptr) return std::nullopt;
+  const GradientMap gradients = get_gradients(context_id);
   if (!gradients.contains(worker_param())) return std::nullopt;
   return gradients.at(worker_param());
 }
 DISTGRAD_REMOTE(param_gradient);
+// The error of get_gradients for a context this worker does not know ("" when there is none).
+std::string get_gradients_error(int64_t context_id) {
+  try {
+    get_gradients(context_id);
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "";
+}
+DISTGRAD_REMOTE(get_gradients_error);
 // The number of this worker's leaves with a gradient in the context; -1 when the context is not here.
 int64_t gradient_count(int64_t context_id) {
   const ContextPtr context = ContextContainer::instance().find(context_id);
@@ -661,6 +670,10 @@ int worker_leaves() {
     Generator generator(9);
     check_param_on(1, generator);
     check_param_on(3, generator);
+    const int64_t unknown_context = 12345;
+    require_contains(rpc_sync(2, &get_gradients_error, unknown_context),
+                     "get_gradients: context 12345 is not known on worker2",
+                     "get_gradients on worker2 for a context it never saw");
     say("leaves on a worker: their gradients are in the worker's context, not on the driver");
   });
 }
