@@ -186,6 +186,23 @@ struct Agent::Impl {
   std::unordered_set<grpc::ClientContext*> calls_in_flight ABSL_GUARDED_BY(calls_mutex);
   int barrier_generation = 0;
   bool stopped = false;
+  // Note [Calls before init_rpc returns]: requests wait until calls_open or calls_closed.
+  std::mutex gate_mutex;
+  std::condition_variable gate_changed;  // notified under gate_mutex
+  bool calls_open ABSL_GUARDED_BY(gate_mutex) = false;
+  bool calls_closed ABSL_GUARDED_BY(gate_mutex) = false;
+
+  // Waits until requests may run; false when the agent stopped or init_timeout passed first.
+  bool wait_until_calls_open() {
+    std::unique_lock<std::mutex> lock(gate_mutex);
+    gate_changed.wait_for(lock, options.init_timeout, [this] { return calls_open || calls_closed; });
+    return calls_open && !calls_closed;
+  }
+  void set_gate(bool open) {
+    std::lock_guard<std::mutex> lock(gate_mutex);
+    (open ? calls_open : calls_closed) = true;
+    gate_changed.notify_all();
+  }
 
   std::string key(const std::string& name) const { return key_prefix + name; }
 
@@ -253,8 +270,15 @@ class Agent::Impl::WorkerService final : public wire::Worker::WithRawCallbackMet
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    impl_.executor->submit(
-        [this, context, request, response, reactor] { reactor->Finish(impl_.serve(*context, *request, response)); });
+    impl_.executor->submit([this, context, request, response, reactor] {
+      if (!impl_.wait_until_calls_open()) {
+        reactor->Finish(to_grpc_status(StatusCode::kUnavailable, impl_.names[impl_.world.rank] +
+                                                                     " is not serving calls: its init_rpc did not "
+                                                                     "finish (it stopped, or init_timeout passed)"));
+        return;
+      }
+      reactor->Finish(impl_.serve(*context, *request, response));
+    });
     return reactor;
   }
 
@@ -490,6 +514,7 @@ void Agent::Impl::wait_for_everyone(const std::string& name, std::chrono::millis
 void Agent::Impl::stop() {
   if (stopped) return;
   stopped = true;
+  set_gate(/*open=*/false);  // requests still waiting for init_rpc give up
   if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   // Cancelled calls complete at once; a callback still running user continuations gets a while.
   if (!cancel_calls(std::chrono::seconds(10))) {
@@ -513,6 +538,8 @@ Agent::Agent(RpcOptions options) : impl_(std::make_unique<Impl>(*this, std::move
 Agent::~Agent() { impl_->stop(); }
 
 void Agent::start() { impl_->start(); }
+
+void Agent::open_calls() { impl_->set_gate(/*open=*/true); }
 
 const WorldInfo& Agent::world() const { return impl_->world; }
 const RpcOptions& Agent::options() const { return impl_->options; }

@@ -7,6 +7,13 @@
 // frames (rpc/frame.h) sent to the peer's Worker service; the callee runs the registered
 // function on its executor and replies with the result or a status (rpc/errors.h).
 //
+// Note [Calls before init_rpc returns]
+// A peer that finished its rendezvous may call this worker while this worker's own start() is
+// still collecting the addresses. Such requests are received but wait until open_calls() (which
+// init_rpc calls once the agent is the process's running one), so that a function that itself
+// calls another worker always finds RPC running; they fail with UNAVAILABLE if the agent stops
+// first or init_timeout passes.
+//
 // Note [Job token]
 // Every request (Worker and Store) carries the job's token (DISTGRAD_TOKEN) as gRPC metadata,
 // and servers refuse requests without it with UNAUTHENTICATED (compared in constant time). The
@@ -77,6 +84,9 @@ class Agent {
 
   // The rendezvous (see above); throws naming the workers that did not show up in time.
   void start();
+  // Lets the requests that arrived during start(), and later ones, run (Note [Calls before
+  // init_rpc returns]).
+  void open_calls();
 
   const WorldInfo& world() const;
   const RpcOptions& options() const;

@@ -21,6 +21,7 @@ void init_rpc(const RpcOptions& options) {
   agent->start();
   owned_agent = std::move(agent);
   running_agent = owned_agent.get();
+  owned_agent->open_calls();  // Note [Calls before init_rpc returns]
 }
 
 void shutdown(bool graceful) {

@@ -112,6 +112,12 @@ TEST(AgentCalls, NestedCallsThreeDeepAcrossThreeWorkers) {
   EXPECT_THAT(results[0].output, HasSubstr("worker0->worker1->worker2->worker0")) << results[0];
 }
 
+TEST(AgentCalls, CallsArrivingBeforeTheCalleesInitRpcReturnsWaitForIt) {
+  const std::vector<ProcessResult> results = run_scenario("early_calls", 4);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("early calls: every nested call found RPC running")) << results[0];
+}
+
 TEST(AgentCalls, HooksSetIdsThatArriveWithTheTensorCountsOnBothSides) {
   const std::vector<ProcessResult> results = run_scenario("hooks", 2);
   ASSERT_TRUE(all_succeeded(results));

@@ -743,6 +743,24 @@ int nested() {
       test_options());
 }
 
+// Plain init_rpc (no barrier after it): rank 0 calls every other worker the moment its init_rpc
+// returns, with a function that calls the next worker in turn, while they may still be finishing
+// their own init_rpc (Note [Calls before init_rpc returns] in rpc/agent.h).
+int early_calls() {
+  init_rpc(test_options());
+  if (get_rank() == 0) {
+    std::vector<Future<std::string>> paths;
+    for (int rank = 1; rank < get_world_size(); ++rank) paths.push_back(rpc_async(rank, &hop, 2, str("early", rank)));
+    for (int rank = 1; rank < get_world_size(); ++rank) {
+      const std::string path = paths[rank - 1].get();
+      require(path.rfind(str("early", rank, "->", get_worker_name(rank)), 0) == 0, "unexpected path ", path);
+    }
+    say("early calls: every nested call found RPC running");
+  }
+  shutdown();
+  return 0;
+}
+
 int remote_exception() {
   return auto_init_rpc(
       nullptr, rank_zero_only([] {
@@ -1214,6 +1232,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"codecs", codecs},
       {"fanout", fanout},
       {"nested", nested},
+      {"early_calls", early_calls},
       {"remote_exception", remote_exception},
       {"unknown_function", unknown_function},
       {"bad_arguments", bad_arguments},
