@@ -242,7 +242,7 @@ void run_engine(DistAutogradContext& context, LocalPass& pass, const std::vector
 
 // The driver's pass: runs the engine from the roots, then releases the graph everywhere unless
 // retained. Returns this worker's leaf gradients of the pass.
-std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorList& roots, bool retain_graph,
+std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& roots, bool retain_graph,
                                    const char* op) {
   DISTGRAD_CHECK(!roots.empty(), op, ": expected at least one root");
   std::vector<Edge> edges;
@@ -256,6 +256,7 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
     edges.push_back(std::move(edge));
     grads.push_back(ones_like(roots[i]));
   }
+  DistAutogradContext& context = *state;
   for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   context.begin_pass();
   try {
@@ -272,8 +273,7 @@ std::vector<LeafGradient> run_pass(DistAutogradContext& context, const TensorLis
     release_graph_from(nodes);
     const int64_t pass_id = ContextContainer::instance().next_message_id();
     context.mark_pass_released(pass_id);
-    std::vector<rpc::Future<void>> calls =
-        forward_to_workers(ContextContainer::instance().find(context.id()), -1, &release_pass_graph, pass_id);
+    std::vector<rpc::Future<void>> calls = forward_to_workers(state, -1, &release_pass_graph, pass_id);
     if (!calls.empty()) {
       PendingReleases& pending = pending_releases();
       std::lock_guard<std::mutex> lock(pending.mutex);
@@ -354,7 +354,7 @@ Context::~Context() {
 void backward(const Context& context, const TensorList& roots, bool retain_graph, const TensorList& inputs) {
   distributed::ContextPtr state = distributed::ContextContainer::instance().find(context.id());
   DISTGRAD_CHECK(state != nullptr, "backward: context ", context.id(), " was released (a failed pass releases it)");
-  std::vector<distributed::LeafGradient> pass = distributed::run_pass(*state, roots, retain_graph, "backward");
+  std::vector<distributed::LeafGradient> pass = distributed::run_pass(state, roots, retain_graph, "backward");
   for (const distributed::LeafGradient& entry : pass) {
     const bool wanted = inputs.empty() || std::any_of(inputs.begin(), inputs.end(),
                                                       [&](const Tensor& input) { return input.is_same(entry.leaf); });
@@ -372,7 +372,7 @@ TensorList grad(const Context& context, const TensorList& outputs, const TensorL
     DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "grad: input ", i, " (a ", inputs[i].describe(),
                    ") must be a leaf that requires grad: distributed gradients are collected at leaves");
   }
-  const GradientMap pass(distributed::run_pass(*state, outputs, retain_graph, "grad"));
+  const GradientMap pass(distributed::run_pass(state, outputs, retain_graph, "grad"));
   TensorList result;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const bool found = pass.contains(inputs[i]);
