@@ -17,4 +17,4 @@ fi
 "$clangxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address -I"$root" -I"$build/proto/generated" \
   "$root/tests/fuzz/frame_fuzzer.cc" "$root/rpc/frame.cc" "$root/rpc/codec.cc" \
   "$build/proto/generated/proto/distgrad.pb.cc" \
-  "${libs[@]}" $system_libs -lopenblas -fopenmp "${cuda_libs[@]}" -o "$output"
+  "${libs[@]}" $system_libs -lopenblas -lgomp "${cuda_libs[@]}" -o "$output"
