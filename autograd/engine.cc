@@ -36,7 +36,9 @@ class GraphTask {
       : options_(options), captured_(capture_edges.size()) {
     for (size_t i = 0; i < capture_edges.size(); ++i) {
       const Edge& edge = capture_edges[i];
-      if (edge.is_valid()) captures_[edge.function.get()].emplace_back(edge.input_nr, i);
+      if (!edge.is_valid()) continue;
+      captures_[edge.function.get()].emplace_back(edge.input_nr, i);
+      lowest_capture_ = std::min(lowest_capture_, edge.function->topological_nr());
     }
   }
 
@@ -70,12 +72,19 @@ class GraphTask {
     TensorList buffer;       // gradients summed per input slot
   };
 
+  // With captures, a node below every capture cannot lead to one: the walks stop there (it stays
+  // in nodes_, not needed, so it never runs).
+  bool below_every_capture(const Node* node) const {
+    return !captures_.empty() && node->topological_nr() < lowest_capture_;
+  }
+
   void count_dependencies(Node* root) {
     std::vector<Node*> stack{root};
     nodes_[root];
     while (!stack.empty()) {
       Node* node = stack.back();
       stack.pop_back();
+      if (below_every_capture(node)) continue;
       for (const Edge& edge : node->next_edges()) {
         if (!edge.is_valid()) continue;
         auto [state, first_visit] = nodes_.try_emplace(edge.function.get());
@@ -92,7 +101,7 @@ class GraphTask {
     nodes_.at(root).visited = true;
     while (!stack.empty()) {
       auto& [node, next_child] = stack.back();
-      if (next_child < node->num_outputs()) {
+      if (next_child < node->num_outputs() && !below_every_capture(node)) {
         const Edge& edge = node->next_edge(next_child++);
         if (!edge.is_valid()) continue;
         NodeState& child = nodes_.at(edge.function.get());
@@ -104,8 +113,10 @@ class GraphTask {
       }
       NodeState& state = nodes_.at(node);
       bool below = false;
-      for (const Edge& edge : node->next_edges()) {
-        below = below || (edge.is_valid() && nodes_.at(edge.function.get()).needed);
+      if (!below_every_capture(node)) {
+        for (const Edge& edge : node->next_edges()) {
+          below = below || (edge.is_valid() && nodes_.at(edge.function.get()).needed);
+        }
       }
       state.must_apply = below;
       state.needed = below || captures_.contains(node);
@@ -172,6 +183,7 @@ class GraphTask {
   ExecuteOptions options_;
   absl::flat_hash_map<Node*, NodeState> nodes_;                                    // every node reachable from the root
   absl::flat_hash_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures_;  // input slot -> capture index
+  uint64_t lowest_capture_ = UINT64_MAX;  // the smallest topological number of a capture's node
   TensorList captured_;
 };
 

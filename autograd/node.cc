@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/creation.h"
@@ -19,7 +20,11 @@ std::string InputMetadata::describe() const {
 int64_t next_hook_id() { return next_hook.fetch_add(1, std::memory_order_relaxed); }
 
 Node::Node(EdgeList next_edges)
-    : next_edges_(std::move(next_edges)), sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+    : next_edges_(std::move(next_edges)), sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  for (const Edge& edge : next_edges_) {
+    if (edge.is_valid()) topological_nr_ = std::max(topological_nr_, edge.function->topological_nr() + 1);
+  }
+}
 
 uint32_t Node::add_input_metadata(const Tensor& output) {
   input_metadata_.push_back({output.sizes(), output.dtype(), output.device()});

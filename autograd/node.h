@@ -82,6 +82,11 @@ class Node : public std::enable_shared_from_this<Node> {
 
   // Order of creation.
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // The length of the longest path from this node to a node without next edges (0 for those):
+  // a node reaches only nodes of smaller topological numbers, so the engine skips what lies
+  // below every gradient it captures (as PyTorch's engine does). Fixed at construction, as the
+  // edges are.
+  uint64_t topological_nr() const { return topological_nr_; }
   // Among ready nodes the engine runs the highest priority first: by default the latest made.
   virtual uint64_t priority() const { return sequence_nr_; }
 
@@ -103,6 +108,7 @@ class Node : public std::enable_shared_from_this<Node> {
   };
 
   uint64_t sequence_nr_;
+  uint64_t topological_nr_ = 0;
   absl::InlinedVector<InputMetadata, 1> input_metadata_;
   std::vector<HookEntry> gradient_hooks_;
 };

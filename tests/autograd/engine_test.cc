@@ -1,5 +1,7 @@
 // The backward engine and the autograd API: accumulation, graph retention, grad(), hooks,
 // grad mode, version checks, in-place ops, and every error by message.
+#include <cmath>
+
 #include "autograd/autograd.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -150,6 +152,40 @@ TEST(Grad, OfAnIntermediateTensor) {
   const TensorList grads = autograd::grad({y}, {h, x});
   EXPECT_EQ(values(grads[0]), (std::vector<double>{6, 12}));
   EXPECT_EQ(values(grads[1]), (std::vector<double>{18, 36}));
+}
+
+TEST(Graph, TopologicalNumbersCountTheLongestPathToANodeWithoutEdges) {
+  const Tensor x = leaf({1, 2});
+  const Tensor h = x * 3.0;                  // MulBackward -> AccumulateGrad(x)
+  const Tensor y = (h * h).sum() + x.sum();  // AddBackward -> SumBackward -> MulBackward -> h
+  EXPECT_EQ(h.grad_fn()->topological_nr(), 1u);
+  EXPECT_EQ(h.grad_fn()->next_edge(0).function->topological_nr(), 0u);
+  EXPECT_EQ(y.grad_fn()->topological_nr(), 4u);  // the longest path, not the shortest (x.sum(): 2)
+}
+
+// grad() skips the walk below its deepest input's node: inputs at several depths, one reached
+// both directly and through a branch that rejoins below it.
+TEST(Grad, InputsAtSeveralDepthsOfABranchingGraph) {
+  const Tensor x = leaf({0.5, -1.25});
+  const Tensor h1 = x * 2.0;
+  const Tensor h2 = sin(h1);
+  const Tensor y = (h2 * h1).sum();
+  const TensorList of_h2 = autograd::grad({y}, {h2}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(values(of_h2[0]), values(h1));
+  const TensorList of_h2_h1 = autograd::grad({y}, {h2, h1}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(values(of_h2_h1[0]), values(h1));
+  const std::vector<double> dh1 = values(of_h2_h1[1]);
+  for (size_t i = 0; i < dh1.size(); ++i) {
+    const double h = values(h1)[i];  // both paths: d/dh sin(h) * h = sin(h) + h cos(h)
+    EXPECT_NEAR(dh1[i], std::sin(h) + h * std::cos(h), 1e-12);
+  }
+  const TensorList of_h2_x = autograd::grad({y}, {h2, x});
+  EXPECT_EQ(values(of_h2_x[0]), values(h1));
+  const std::vector<double> dx = values(of_h2_x[1]);
+  for (size_t i = 0; i < dx.size(); ++i) {
+    const double xi = values(x)[i];  // d/dx sin(2x) * 2x = 4x cos(2x) + 2 sin(2x)
+    EXPECT_NEAR(dx[i], 4 * xi * std::cos(2 * xi) + 2 * std::sin(2 * xi), 1e-12);
+  }
 }
 
 TEST(GradMode, NoGradRecordsNothingAndEnableGradRestores) {
