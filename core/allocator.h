@@ -1,7 +1,8 @@
 // Allocators hand out raw device memory for Storage.
 //
-// The CPU allocator returns 64-byte aligned blocks and keeps freed blocks of 64 KiB and more
-// for reuse (Note [CPU caching allocator] in allocator.cc). The CUDA allocator (core/cuda/)
+// The CPU allocator returns 64-byte aligned blocks and keeps freed blocks for reuse: those of
+// 64 KiB and more in one cache (Note [CPU caching allocator] in allocator.cc), smaller ones per
+// thread (Note [Small CPU blocks]). The CUDA allocator (core/cuda/)
 // caches freed blocks per device (Note [CUDA caching allocator]).
 #pragma once
 
@@ -23,9 +24,9 @@ class Allocator {
 // The allocator for `device`; throws when distgrad was built without CUDA or the device is absent.
 Allocator& allocator_for(Device device);
 
-// Returns the CPU allocator's cached free blocks to the system.
+// Returns the CPU allocator's cached free blocks to the system (the small ones of this thread).
 void release_cached_cpu_memory();
-// Bytes of freed CPU blocks currently kept for reuse.
+// Bytes of freed CPU blocks currently kept for reuse (the small ones: this thread's).
 size_t cached_cpu_bytes();
 
 }  // namespace distgrad

@@ -1,5 +1,6 @@
 // Tests of the Tensor handle itself: metadata, sharing, element access and printing.
 #include <sstream>
+#include <thread>
 
 #include "core/allocator.h"
 #include "tests/core/test_util.h"
@@ -128,12 +129,32 @@ TEST(CpuAllocator, ReusesMediumBlocksInSizeClasses) {
   EXPECT_EQ(cached_cpu_bytes(), size_t{256} << 10);
   Tensor same_class = empty({60000});  // 240000 bytes: the same class, the same block
   EXPECT_EQ(same_class.data_ptr(), first_address);
-  {
-    Tensor small = empty({1000});  // below 64 KiB: not cached
-  }
   EXPECT_EQ(cached_cpu_bytes(), 0u);
   same_class = Tensor();
   release_cached_cpu_memory();
+}
+
+TEST(CpuAllocator, ReusesSmallBlocksInPowerOfTwoClassesPerThread) {
+  release_cached_cpu_memory();
+  void* first_address = nullptr;
+  {
+    Tensor small = empty({1000});  // 4000 bytes: the 4 KiB class
+    first_address = small.data_ptr();
+  }
+  EXPECT_EQ(cached_cpu_bytes(), size_t{4} << 10);
+  Tensor same_class = empty({600});  // 2400 bytes: the same class, the same block
+  EXPECT_EQ(same_class.data_ptr(), first_address);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(same_class.data_ptr()) % 64, 0u);
+  Tensor other_class = empty({100});  // 400 bytes: another class, a fresh block
+  EXPECT_NE(other_class.data_ptr(), first_address);
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
+  // A block freed by another thread goes to that thread's cache, which frees it when it ends.
+  std::thread([moved = std::move(same_class)]() mutable { moved = Tensor(); }).join();
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
+  other_class = Tensor();
+  EXPECT_EQ(cached_cpu_bytes(), size_t{512});
+  release_cached_cpu_memory();
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
 }
 
 }  // namespace
