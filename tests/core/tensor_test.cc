@@ -103,13 +103,12 @@ TEST(Tensor, PrintsLikePyTorch) {
 namespace distgrad {
 namespace {
 
+// Allocates `numel` floats, frees them, and returns where their block was.
+void* address_of_a_freed_block(int64_t numel) { return empty({numel}).data_ptr(); }
+
 TEST(CpuAllocator, ReusesLargeBlocksAndReleasesThem) {
   release_cached_cpu_memory();
-  void* first_address = nullptr;
-  {
-    Tensor large = empty({1 << 20});  // 4 MiB
-    first_address = large.data_ptr();
-  }
+  void* first_address = address_of_a_freed_block(1 << 20);  // 4 MiB
   EXPECT_GE(cached_cpu_bytes(), size_t{4} << 20);
   Tensor again = empty({1 << 20});
   EXPECT_EQ(again.data_ptr(), first_address);
@@ -119,32 +118,28 @@ TEST(CpuAllocator, ReusesLargeBlocksAndReleasesThem) {
   EXPECT_EQ(cached_cpu_bytes(), 0u);
 }
 
-TEST(CpuAllocator, ReusesMediumBlocksInSizeClasses) {
+// Frees a block of `first_numel` floats, which must stay cached as `class_bytes`, then allocates
+// `second_numel` floats, which must reuse it; returns that tensor.
+Tensor reused_block(int64_t first_numel, size_t class_bytes, int64_t second_numel) {
   release_cached_cpu_memory();
-  void* first_address = nullptr;
-  {
-    Tensor medium = empty({50000});  // 200000 bytes: the 256 KiB class
-    first_address = medium.data_ptr();
-  }
-  EXPECT_EQ(cached_cpu_bytes(), size_t{256} << 10);
-  Tensor same_class = empty({60000});  // 240000 bytes: the same class, the same block
+  void* first_address = address_of_a_freed_block(first_numel);
+  EXPECT_EQ(cached_cpu_bytes(), class_bytes);
+  Tensor same_class = empty({second_numel});
   EXPECT_EQ(same_class.data_ptr(), first_address);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(same_class.data_ptr()) % 64, 0u);
   EXPECT_EQ(cached_cpu_bytes(), 0u);
-  same_class = Tensor();
+  return same_class;
+}
+
+TEST(CpuAllocator, ReusesMediumBlocksInSizeClasses) {
+  // 200000 and 240000 bytes: the 256 KiB class.
+  EXPECT_TRUE(reused_block(50000, size_t{256} << 10, 60000).defined());
   release_cached_cpu_memory();
 }
 
 TEST(CpuAllocator, ReusesSmallBlocksInPowerOfTwoClassesPerThread) {
-  release_cached_cpu_memory();
-  void* first_address = nullptr;
-  {
-    Tensor small = empty({1000});  // 4000 bytes: the 4 KiB class
-    first_address = small.data_ptr();
-  }
-  EXPECT_EQ(cached_cpu_bytes(), size_t{4} << 10);
-  Tensor same_class = empty({600});  // 2400 bytes: the same class, the same block
-  EXPECT_EQ(same_class.data_ptr(), first_address);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(same_class.data_ptr()) % 64, 0u);
+  Tensor same_class = reused_block(1000, size_t{4} << 10, 600);  // 4000 and 2400 bytes: the 4 KiB class
+  void* first_address = same_class.data_ptr();
   Tensor other_class = empty({100});  // 400 bytes: another class, a fresh block
   EXPECT_NE(other_class.data_ptr(), first_address);
   EXPECT_EQ(cached_cpu_bytes(), 0u);
