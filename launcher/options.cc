@@ -1,0 +1,178 @@
+#include "launcher/options.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "core/error.h"
+
+namespace distgrad::launcher {
+namespace {
+
+// One flag: its canonical name (underscores), whether it takes a value, and what it sets.
+struct Flag {
+  bool takes_value = true;
+  std::function<void(LaunchOptions&, const std::string& value, const std::string& source)> apply;
+};
+
+int to_int(const std::string& value, const std::string& source, int minimum) {
+  int parsed = 0;
+  DISTGRAD_CHECK(absl::SimpleAtoi(value, &parsed), "distgrad-run: ", source, "=", value, " is not an integer");
+  DISTGRAD_CHECK(parsed >= minimum, "distgrad-run: ", source, "=", value, " must be at least ", minimum);
+  return parsed;
+}
+
+// "N" or "N:N"; a real range needs elastic rendezvous, which distgrad-run does not do.
+int to_nnodes(const std::string& value, const std::string& source) {
+  const std::vector<std::string> parts = absl::StrSplit(value, ':');
+  DISTGRAD_CHECK(parts.size() <= 2, "distgrad-run: ", source, "=", value, " is not N or MIN:MAX");
+  const int minimum = to_int(parts[0], source, 1);
+  if (parts.size() == 2) {
+    const int maximum = to_int(parts[1], source, 1);
+    DISTGRAD_CHECK(minimum == maximum, "distgrad-run: ", source, "=", value,
+                   ": elastic ranges (MIN:MAX with MIN != MAX) are not supported; only static "
+                   "rendezvous, N or N:N nodes");
+  }
+  return minimum;
+}
+
+const std::map<std::string, Flag>& flags() {
+  static const auto* table = new std::map<std::string, Flag>{
+      {"nnodes",
+       {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { o.nnodes = to_nnodes(v, s); }}},
+      {"nproc_per_node",
+       {true,
+        [](LaunchOptions& o, const std::string& v, const std::string& s) {
+          const std::string lower = absl::AsciiStrToLower(v);
+          if (lower != "auto" && lower != "cpu" && lower != "gpu") to_int(v, s + " (a count, auto, cpu or gpu)", 1);
+          o.nproc_per_node = lower;
+        }}},
+      {"node_rank",
+       {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { o.node_rank = to_int(v, s, 0); }}},
+      {"master_addr", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.master_addr = v; }}},
+      {"master_port",
+       {true,
+        [](LaunchOptions& o, const std::string& v, const std::string& s) {
+          o.master_port = to_int(v, s, 1);
+          DISTGRAD_CHECK(o.master_port <= 65535, "distgrad-run: ", s, "=", v, " is not a port (1-65535)");
+        }}},
+      {"standalone", {false, [](LaunchOptions& o, const std::string&, const std::string&) { o.standalone = true; }}},
+      {"max_restarts",
+       {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { o.max_restarts = to_int(v, s, 0); }}},
+      {"monitor_interval",
+       {true,
+        [](LaunchOptions& o, const std::string& v, const std::string& s) {
+          DISTGRAD_CHECK(absl::SimpleAtod(v, &o.monitor_interval_s) && o.monitor_interval_s > 0, "distgrad-run: ", s,
+                         "=", v, " is not a positive number of seconds");
+        }}},
+      {"log_dir", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.log_dir = v; }}},
+      {"redirects", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.redirects = v; }}},
+      {"tee", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.tee = v; }}},
+      {"role", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.role = v; }}},
+      {"run_id", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.run_id = v; }}},
+  };
+  return *table;
+}
+
+// "--nproc-per-node=4" -> {"nproc_per_node", "4"}; "--standalone" -> {"standalone", nullopt}.
+std::pair<std::string, std::optional<std::string>> split_flag(const std::string& arg) {
+  std::string body = arg.substr(arg.rfind("--", 0) == 0 ? 2 : 1);
+  std::optional<std::string> value;
+  if (const size_t equals = body.find('='); equals != std::string::npos) {
+    value = body.substr(equals + 1);
+    body.resize(equals);
+  }
+  std::replace(body.begin(), body.end(), '-', '_');
+  return {body, value};
+}
+
+}  // namespace
+
+LaunchOptions parse_launch_options(const std::vector<std::string>& args, const rpc::EnvLookup& getenv) {
+  LaunchOptions options;
+  std::map<std::string, std::pair<std::string, std::string>> given;  // flag -> (value, how it was given)
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the program
+    auto [name, value] = split_flag(arg);
+    auto flag = flags().find(name);
+    DISTGRAD_CHECK(flag != flags().end(), "distgrad-run: unknown option ", arg, " (distgrad-run --help lists them)");
+    if (!flag->second.takes_value) {
+      DISTGRAD_CHECK(!value, "distgrad-run: ", arg, " takes no value");
+      value = "1";
+    } else if (!value) {
+      DISTGRAD_CHECK(i + 1 < args.size(), "distgrad-run: ", arg, " needs a value");
+      value = args[++i];
+    }
+    given[name] = {*value, "--" + name};
+  }
+  for (const auto& [name, flag] : flags()) {
+    if (given.contains(name)) continue;
+    const std::string variable = "PET_" + absl::AsciiStrToUpper(name);
+    if (std::optional<std::string> value = getenv(variable)) {
+      if (!flag.takes_value && (*value == "0" || value->empty())) continue;  // PET_STANDALONE=0: off
+      given[name] = {*value, variable};
+    }
+  }
+  for (const auto& [name, value_and_source] : given) {
+    flags().at(name).apply(options, value_and_source.first, value_and_source.second);
+  }
+  options.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  DISTGRAD_CHECK(!options.program.empty(), "distgrad-run: expected a program to run after the options, found none");
+  DISTGRAD_CHECK(options.node_rank < options.nnodes, "distgrad-run: --node-rank ", options.node_rank,
+                 " is not below --nnodes ", options.nnodes);
+  DISTGRAD_CHECK(!options.standalone || options.nnodes == 1,
+                 "distgrad-run: --standalone runs one node, but --nnodes is ", options.nnodes);
+  return options;
+}
+
+int workers_per_node(std::string_view nproc_per_node, int cpu_cores, int cuda_devices) {
+  if (nproc_per_node == "cpu") return std::max(cpu_cores, 1);
+  if (nproc_per_node == "gpu") {
+    DISTGRAD_CHECK(cuda_devices > 0, "distgrad-run: --nproc-per-node gpu, but no CUDA device is visible");
+    return cuda_devices;
+  }
+  if (nproc_per_node == "auto") return cuda_devices > 0 ? cuda_devices : std::max(cpu_cores, 1);
+  int count = 0;
+  DISTGRAD_CHECK(absl::SimpleAtoi(std::string(nproc_per_node), &count) && count >= 1, "distgrad-run: --nproc-per-node ",
+                 nproc_per_node, " is not a positive count, auto, cpu or gpu");
+  return count;
+}
+
+std::string launch_usage() {
+  return R"(usage: distgrad-run [options] program [args...]
+
+Starts --nproc-per-node copies of program on this node, with the environment distgrad (and
+torchrun programs) read: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK,
+ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DISTGRAD_RESTART_COUNT, DISTGRAD_MAX_RESTARTS,
+DISTGRAD_RUN_ID, DISTGRAD_TOKEN, and OMP_NUM_THREADS=1 unless set.
+
+options (torchrun's; '-' or '_' in names; --flag value or --flag=value; a flag not given falls
+back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
+  --nnodes N|N:N             nodes in the job (1); elastic MIN:MAX ranges are not supported
+  --nproc-per-node K|auto|cpu|gpu
+                             workers on this node (1); auto: one per GPU, else per CPU core
+  --node-rank R              this node's rank, 0 <= R < nnodes (0)
+  --master-addr A            the rendezvous host, node 0's address (127.0.0.1)
+  --master-port P            the rendezvous port (29500)
+  --standalone               one node; the launcher picks a free port
+  --max-restarts M           restarts of the whole group after a worker fails (0)
+  --monitor-interval S       seconds between checks of the workers (0.1)
+  --log-dir D                write each rank's output to D/<run-id>/rank<R>.log
+  --redirects 0|1|2|3        send workers' stdout (1), stderr (2) or both (3) only to the logs
+  --tee 0|1|2|3              copy them to the logs as well as to the console
+  --role NAME                the workers' role (default)
+  --run-id ID                the job's id, shared by its nodes (none)
+  -h, --help                 this text
+)";
+}
+
+}  // namespace distgrad::launcher

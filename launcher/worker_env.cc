@@ -1,0 +1,32 @@
+#include "launcher/worker_env.h"
+
+#include "core/error.h"
+
+namespace distgrad::launcher {
+
+std::map<std::string, std::string> worker_environment(const LaunchOptions& options, const GroupInfo& group,
+                                                      int local_rank, std::map<std::string, std::string> env) {
+  DISTGRAD_CHECK(local_rank >= 0 && local_rank < group.nproc_per_node, "distgrad-run: local rank ", local_rank,
+                 " is outside the ", group.nproc_per_node, " workers of this node");
+  const int rank = options.node_rank * group.nproc_per_node + local_rank;
+  const int world_size = options.nnodes * group.nproc_per_node;
+  env["RANK"] = std::to_string(rank);
+  env["LOCAL_RANK"] = std::to_string(local_rank);
+  env["WORLD_SIZE"] = std::to_string(world_size);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(group.nproc_per_node);
+  env["GROUP_RANK"] = std::to_string(options.node_rank);
+  env["ROLE_NAME"] = options.role;
+  env["ROLE_RANK"] = std::to_string(rank);
+  env["ROLE_WORLD_SIZE"] = std::to_string(world_size);
+  env["MASTER_ADDR"] = options.master_addr;
+  env["MASTER_PORT"] = std::to_string(group.master_port);
+  env["DISTGRAD_RESTART_COUNT"] = std::to_string(group.restart_count);
+  env["DISTGRAD_MAX_RESTARTS"] = std::to_string(options.max_restarts);
+  env["DISTGRAD_RUN_ID"] = options.run_id;
+  env["DISTGRAD_TOKEN"] = group.token;
+  env["DISTGRAD_USE_AGENT_STORE"] = "1";
+  env.try_emplace("OMP_NUM_THREADS", "1");
+  return env;
+}
+
+}  // namespace distgrad::launcher

@@ -1,0 +1,183 @@
+// distgrad-run's command line (torchrun's flags, both spellings, PET_ fallbacks, every error by
+// message) and the environment it gives each worker.
+#include "launcher/options.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/worker_env.h"
+#include "tests/core/test_util.h"
+
+namespace distgrad::launcher {
+namespace {
+
+using ::testing::ElementsAre;
+
+// An environment made of `variables` only.
+rpc::EnvLookup environment(std::map<std::string, std::string> variables = {}) {
+  return [variables = std::move(variables)](std::string_view name) -> std::optional<std::string> {
+    auto it = variables.find(std::string(name));
+    if (it == variables.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+LaunchOptions parse(const std::vector<std::string>& args, std::map<std::string, std::string> variables = {}) {
+  return parse_launch_options(args, environment(std::move(variables)));
+}
+
+TEST(LaunchOptions, TorchrunDefaults) {
+  const LaunchOptions options = parse({"train"});
+  EXPECT_EQ(options.nnodes, 1);
+  EXPECT_EQ(options.nproc_per_node, "1");
+  EXPECT_EQ(options.node_rank, 0);
+  EXPECT_EQ(options.master_addr, "127.0.0.1");
+  EXPECT_EQ(options.master_port, 29500);
+  EXPECT_FALSE(options.standalone);
+  EXPECT_EQ(options.max_restarts, 0);
+  EXPECT_DOUBLE_EQ(options.monitor_interval_s, 0.1);
+  EXPECT_FALSE(options.log_dir.has_value());
+  EXPECT_EQ(options.role, "default");
+  EXPECT_THAT(options.program, ElementsAre("train"));
+}
+
+TEST(LaunchOptions, DashAndUnderscoreSpellingsWithSpaceOrEquals) {
+  const LaunchOptions options = parse({"--nnodes=2",
+                                       "--nproc_per_node",
+                                       "4",
+                                       "--node-rank=1",
+                                       "--master_addr",
+                                       "10.0.0.1",
+                                       "--master-port",
+                                       "29999",
+                                       "--max_restarts=3",
+                                       "--monitor-interval",
+                                       "0.5",
+                                       "--log_dir=/tmp/logs",
+                                       "--role",
+                                       "trainer",
+                                       "--run-id",
+                                       "job7",
+                                       "--redirects",
+                                       "3",
+                                       "--tee=1",
+                                       "prog",
+                                       "a",
+                                       "b"});
+  EXPECT_EQ(options.nnodes, 2);
+  EXPECT_EQ(options.nproc_per_node, "4");
+  EXPECT_EQ(options.node_rank, 1);
+  EXPECT_EQ(options.master_addr, "10.0.0.1");
+  EXPECT_EQ(options.master_port, 29999);
+  EXPECT_EQ(options.max_restarts, 3);
+  EXPECT_DOUBLE_EQ(options.monitor_interval_s, 0.5);
+  EXPECT_EQ(options.log_dir, "/tmp/logs");
+  EXPECT_EQ(options.role, "trainer");
+  EXPECT_EQ(options.run_id, "job7");
+  EXPECT_EQ(options.redirects, "3");
+  EXPECT_EQ(options.tee, "1");
+  EXPECT_THAT(options.program, ElementsAre("prog", "a", "b"));
+}
+
+TEST(LaunchOptions, EverythingAfterTheProgramIsTheProgramsOwn) {
+  const LaunchOptions options = parse({"--nproc-per-node", "2", "prog", "--nnodes", "5", "--help"});
+  EXPECT_EQ(options.nnodes, 1);
+  EXPECT_THAT(options.program, ElementsAre("prog", "--nnodes", "5", "--help"));
+}
+
+TEST(LaunchOptions, PetVariablesFillFlagsNotGiven) {
+  const LaunchOptions options = parse(
+      {"--master-port", "1234", "prog"},
+      {{"PET_NPROC_PER_NODE", "3"}, {"PET_MASTER_PORT", "4321"}, {"PET_STANDALONE", "1"}, {"PET_MAX_RESTARTS", "2"}});
+  EXPECT_EQ(options.nproc_per_node, "3");
+  EXPECT_EQ(options.master_port, 1234);  // the flag wins
+  EXPECT_TRUE(options.standalone);
+  EXPECT_EQ(options.max_restarts, 2);
+  EXPECT_FALSE(parse({"prog"}, {{"PET_STANDALONE", "0"}}).standalone);
+}
+
+TEST(LaunchOptions, HelpNeedsNoProgram) {
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_TRUE(parse({"--nnodes", "2", "-h"}).help);
+  EXPECT_THAT(launch_usage(), ::testing::HasSubstr("--nproc-per-node K|auto|cpu|gpu"));
+}
+
+TEST(LaunchOptions, StaticNodeCountsOnly) {
+  EXPECT_EQ(parse({"--nnodes", "3:3", "--node-rank", "2", "prog"}).nnodes, 3);
+  EXPECT_ERROR_CONTAINS(parse({"--nnodes", "1:4", "prog"}),
+                        "--nnodes=1:4: elastic ranges (MIN:MAX with MIN != MAX) are not supported");
+  EXPECT_ERROR_CONTAINS(parse({"--nnodes", "1:2:3", "prog"}), "--nnodes=1:2:3 is not N or MIN:MAX");
+}
+
+TEST(LaunchOptions, BadInputNamesTheFlagOrVariableAndTheValue) {
+  EXPECT_ERROR_CONTAINS(parse({"--nproc-per-node", "many", "prog"}),
+                        "--nproc_per_node (a count, auto, cpu or gpu)=many is not an integer");
+  EXPECT_ERROR_CONTAINS(parse({"prog"}, {{"PET_NNODES", "zero"}}), "PET_NNODES=zero is not an integer");
+  EXPECT_ERROR_CONTAINS(parse({"--nnodes=0", "prog"}), "--nnodes=0 must be at least 1");
+  EXPECT_ERROR_CONTAINS(parse({"--master-port=70000", "prog"}), "--master_port=70000 is not a port (1-65535)");
+  EXPECT_ERROR_CONTAINS(parse({"--monitor-interval=-1", "prog"}),
+                        "--monitor_interval=-1 is not a positive number of seconds");
+  EXPECT_ERROR_CONTAINS(parse({"--nprocs", "2", "prog"}), "unknown option --nprocs (distgrad-run --help lists them)");
+  EXPECT_ERROR_CONTAINS(parse({"--standalone=yes", "prog"}), "--standalone=yes takes no value");
+  EXPECT_ERROR_CONTAINS(parse({"--role"}), "--role needs a value");
+  EXPECT_ERROR_CONTAINS(parse({"--nnodes", "2"}), "expected a program to run after the options, found none");
+  EXPECT_ERROR_CONTAINS(parse({"--nnodes", "2", "--node-rank", "2", "prog"}), "--node-rank 2 is not below --nnodes 2");
+  EXPECT_ERROR_CONTAINS(parse({"--standalone", "--nnodes", "2", "prog"}), "--standalone runs one node");
+}
+
+TEST(WorkersPerNode, CountsCpusOrGpus) {
+  EXPECT_EQ(workers_per_node("4", 2, 0), 4);
+  EXPECT_EQ(workers_per_node("cpu", 16, 8), 16);
+  EXPECT_EQ(workers_per_node("gpu", 16, 8), 8);
+  EXPECT_EQ(workers_per_node("auto", 16, 8), 8);
+  EXPECT_EQ(workers_per_node("auto", 16, 0), 16);
+  EXPECT_ERROR_CONTAINS(workers_per_node("gpu", 16, 0), "--nproc-per-node gpu, but no CUDA device is visible");
+}
+
+TEST(WorkerEnvironment, RanksOfTheSecondNodeOfTwo) {
+  const LaunchOptions options =
+      parse({"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--run-id", "job7", "prog"});
+  const GroupInfo group{.nproc_per_node = 3, .master_port = 29555, .restart_count = 2, .token = "secret"};
+  std::map<std::string, std::string> env =
+      worker_environment(options, group, 1, {{"PATH", "/usr/bin"}, {"RANK", "stale"}});
+  EXPECT_EQ(env["RANK"], "4");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "6");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "3");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["ROLE_NAME"], "default");
+  EXPECT_EQ(env["ROLE_RANK"], "4");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "6");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29555");
+  EXPECT_EQ(env["DISTGRAD_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["DISTGRAD_MAX_RESTARTS"], "0");
+  EXPECT_EQ(env["DISTGRAD_RUN_ID"], "job7");
+  EXPECT_EQ(env["DISTGRAD_TOKEN"], "secret");
+  EXPECT_EQ(env["DISTGRAD_USE_AGENT_STORE"], "1");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(env["PATH"], "/usr/bin");
+  // What distgrad's world info reads back from it.
+  const rpc::WorldInfo world = rpc::read_world_info(environment(env));
+  EXPECT_EQ(world.rank, 4);
+  EXPECT_EQ(world.world_size, 6);
+  EXPECT_EQ(world.local_rank, 1);
+  EXPECT_EQ(world.local_world_size, 3);
+  EXPECT_EQ(world.master_addr, "10.0.0.1");
+  EXPECT_EQ(world.master_port, 29555);
+}
+
+TEST(WorkerEnvironment, KeepsTheUsersOmpThreadsAndChecksTheLocalRank) {
+  const LaunchOptions options = parse({"prog"});
+  GroupInfo group;
+  group.nproc_per_node = 2;
+  EXPECT_EQ(worker_environment(options, group, 0, {{"OMP_NUM_THREADS", "4"}})["OMP_NUM_THREADS"], "4");
+  EXPECT_ERROR_CONTAINS(worker_environment(options, group, 2, {}),
+                        "local rank 2 is outside the 2 workers of this node");
+}
+
+}  // namespace
+}  // namespace distgrad::launcher
