@@ -11,8 +11,7 @@
 // before and after training, and writes an SVG plot of a few adapted fits against the true
 // sinusoids. It exits non-zero when training did not reduce the meta-test loss twofold.
 //
-//   distgrad-run --nproc-per-node 4 build/examples/maml_sinusoid [--iterations 2000]
-//   scripts/run_local_world.sh --nproc-per-node 4 build/examples/maml_sinusoid   (same thing)
+//   build/launcher/distgrad-run --standalone --nproc-per-node 4 build/examples/maml_sinusoid [--iterations 2000]
 //
 // With --dump_gradients PATH, rank 0 instead writes the meta-gradients of the first iteration
 // to PATH (safetensors, one entry per parameter) and stops: the same seed gives the same

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-scripts/run_local_world.sh --nproc-per-node 4 build/examples/maml_sinusoid "$@"
+build/launcher/distgrad-run --standalone --nproc-per-node 4 build/examples/maml_sinusoid "$@"

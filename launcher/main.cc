@@ -1,0 +1,81 @@
+// distgrad-run: starts the workers of one node of a job, as torchrun does (launcher/options.h
+// for the command line, launcher/worker_group.h for what happens to the workers). Node rank 0
+// hosts the rendezvous Store, which outlives worker restarts. Exit code: 0 when every worker
+// succeeded; the first failure's code (128 + signal for a signal) otherwise; 2 for a bad
+// command line; 128 + the signal when the launcher was interrupted.
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "core/cuda.h"
+#include "core/error.h"
+#include "launcher/options.h"
+#include "launcher/worker_group.h"
+#include "rpc/store.h"
+
+namespace dl = distgrad::launcher;
+
+namespace {
+
+std::optional<std::string> lookup(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+}
+
+// The job's secret: DISTGRAD_TOKEN when set (every node of a multi-node job must share it),
+// else a fresh random one for this single-node job.
+std::string job_token(const dl::LaunchOptions& options) {
+  if (std::optional<std::string> token = lookup("DISTGRAD_TOKEN"); token && !token->empty()) return *token;
+  DISTGRAD_CHECK(options.nnodes == 1, "distgrad-run: a job of ", options.nnodes,
+                 " nodes needs DISTGRAD_TOKEN set to the same secret on every node (e.g. from openssl rand -hex 16)");
+  std::random_device random;
+  std::ostringstream token;
+  for (int i = 0; i < 4; ++i) token << std::hex << std::setw(8) << std::setfill('0') << random();
+  return token.str();
+}
+
+int launch(const dl::LaunchOptions& options) {
+  dl::GroupInfo group;
+  group.nproc_per_node = dl::workers_per_node(
+      options.nproc_per_node, static_cast<int>(std::thread::hardware_concurrency()), distgrad::cuda::device_count());
+  group.token = job_token(options);
+  group.master_port = options.master_port;
+  std::unique_ptr<distgrad::rpc::StoreServer> store;
+  if (options.node_rank == 0) {
+    store = std::make_unique<distgrad::rpc::StoreServer>(options.master_addr,
+                                                         options.standalone ? 0 : options.master_port, group.token);
+    group.master_port = store->port();
+  }
+  const dl::GroupResult result = dl::WorkerGroup(options, group).run();
+  if (result.failure) {
+    std::fprintf(stderr, "distgrad-run: %s%s\n", result.failure->describe().c_str(),
+                 result.restarts > 0 ? (" (after " + std::to_string(result.restarts) + " restarts)").c_str() : "");
+  }
+  return result.exit_code();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dl::LaunchOptions options;
+  try {
+    options = dl::parse_launch_options(std::vector<std::string>(argv + 1, argv + argc), &lookup);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s\nusage: distgrad-run [options] program [args...] (distgrad-run --help)\n", error.what());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(dl::launch_usage().c_str(), stdout);
+    return 0;
+  }
+  try {
+    return launch(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s\n", error.what());
+    return 1;
+  }
+}

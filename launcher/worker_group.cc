@@ -1,0 +1,294 @@
+#include "launcher/worker_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+extern char** environ;
+
+namespace distgrad::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The signal the launcher received (SIGINT or SIGTERM), or 0; set by the handler.
+volatile sig_atomic_t received_signal = 0;
+void remember_signal(int signal) { received_signal = signal; }
+
+// Installs remember_signal for SIGINT and SIGTERM for its scope.
+class StopSignals {
+ public:
+  StopSignals() {
+    received_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = &remember_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+};
+
+// "0".."3" -> a mask of the std streams (bit 1 stdout, bit 2 stderr).
+int std_streams(const std::string& spec, const char* flag) {
+  DISTGRAD_CHECK(spec.size() == 1 && spec[0] >= '0' && spec[0] <= '3', "distgrad-run: --", flag, " ", spec,
+                 " is not 0 (none), 1 (stdout), 2 (stderr) or 3 (both); per-rank settings are not supported");
+  return spec[0] - '0';
+}
+
+std::map<std::string, std::string> own_environment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text(*entry);
+    const size_t equals = text.find('=');
+    if (equals != std::string::npos) env[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  return env;
+}
+
+}  // namespace
+
+std::string WorkerExit::describe() const {
+  std::string text = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ") ";
+  text += signal != 0 ? "was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")"
+                      : "exited with code " + std::to_string(exit_code);
+  if (!last_error_line.empty()) text += ": " + last_error_line;
+  return text;
+}
+
+WorkerGroup::WorkerGroup(LaunchOptions options, GroupInfo group)
+    : options_(std::move(options)), group_(std::move(group)) {
+  const int redirected = std_streams(options_.redirects, "redirects");
+  logged_streams_ = redirected | std_streams(options_.tee, "tee");
+  console_streams_ = 3 & ~redirected;
+  DISTGRAD_CHECK(logged_streams_ == 0 || options_.log_dir.has_value(), "distgrad-run: --redirects ", options_.redirects,
+                 " and --tee ", options_.tee, " write log files, which need --log-dir");
+}
+
+void WorkerGroup::start_attempt(int attempt) {
+  group_.restart_count = attempt;
+  const std::map<std::string, std::string> base = own_environment();
+  std::filesystem::path log_dir;
+  if (logged_streams_ != 0) {
+    log_dir = std::filesystem::path(*options_.log_dir) / options_.run_id / ("attempt" + std::to_string(attempt));
+    std::filesystem::create_directories(log_dir);
+  }
+  workers_.clear();
+  workers_.resize(group_.nproc_per_node);
+  for (int local_rank = 0; local_rank < group_.nproc_per_node; ++local_rank) {
+    Worker& worker = workers_[local_rank];
+    const std::map<std::string, std::string> env = worker_environment(options_, group_, local_rank, base);
+    worker.rank = std::stoi(env.at("RANK"));
+    int out_pipe[2], err_pipe[2];
+    DISTGRAD_CHECK(pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0,
+                   "distgrad-run: cannot create pipes: ", std::strerror(errno));
+    std::vector<std::string> env_text;
+    for (const auto& [name, value] : env) env_text.push_back(name + "=" + value);
+    std::vector<char*> envp, argv;
+    for (std::string& entry : env_text) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    for (std::string& arg : options_.program) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    DISTGRAD_CHECK(pid >= 0, "distgrad-run: cannot start a worker: ", std::strerror(errno));
+    if (pid == 0) {  // the worker: only async-signal-safe calls until exec
+      setpgid(0, 0);
+      dup2(out_pipe[1], STDOUT_FILENO);
+      dup2(err_pipe[1], STDERR_FILENO);
+      execvpe(argv[0], argv.data(), envp.data());
+      const char* reason = std::strerror(errno);
+      (void)!write(STDERR_FILENO, "distgrad-run: cannot run ", 25);
+      (void)!write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+      (void)!write(STDERR_FILENO, ": ", 2);
+      (void)!write(STDERR_FILENO, reason, std::strlen(reason));
+      (void)!write(STDERR_FILENO, "\n", 1);
+      _exit(127);
+    }
+    setpgid(pid, pid);  // also here: no race with the child's own call
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    worker.pid = pid;
+    worker.running = true;
+    worker.out.fd = out_pipe[0];
+    worker.err.fd = err_pipe[0];
+    worker.err.is_stderr = true;
+    for (Stream* stream : {&worker.out, &worker.err}) {
+      fcntl(stream->fd, F_SETFL, fcntl(stream->fd, F_GETFL) | O_NONBLOCK);
+      const int bit = stream->is_stderr ? 2 : 1;
+      if (logged_streams_ & bit) {
+        const auto path =
+            log_dir / ("rank" + std::to_string(worker.rank) + (stream->is_stderr ? ".stderr" : ".stdout"));
+        stream->log = std::fopen(path.c_str(), "w");
+        DISTGRAD_CHECK(stream->log != nullptr, "distgrad-run: cannot write ", path.string(), ": ",
+                       std::strerror(errno));
+      }
+    }
+  }
+}
+
+void WorkerGroup::emit(Stream& stream, bool flush_partial) {
+  const Worker* owner = nullptr;
+  for (const Worker& worker : workers_) {
+    if (&worker.out == &stream || &worker.err == &stream) owner = &worker;
+  }
+  FILE* console = stream.is_stderr ? stderr : stdout;
+  const bool to_console = (console_streams_ & (stream.is_stderr ? 2 : 1)) != 0;
+  size_t start = 0;
+  for (;;) {
+    // A line ends at '\n', or at '\r' (a progress bar redrawing itself), kept as it was.
+    const size_t end = stream.pending.find_first_of("\r\n", start);
+    if (end == std::string::npos && !(flush_partial && start < stream.pending.size())) break;
+    const std::string line = stream.pending.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const char terminator = end == std::string::npos ? '\n' : stream.pending[end];
+    if (to_console) std::fprintf(console, "[%d] %s%c", owner->rank, line.c_str(), terminator);
+    if (stream.log != nullptr) std::fprintf(stream.log, "%s%c", line.c_str(), terminator);
+    if (stream.is_stderr && !line.empty()) stream.last_line = line;
+    if (end == std::string::npos) {
+      start = stream.pending.size();
+      break;
+    }
+    start = end + 1;
+  }
+  stream.pending.erase(0, start);
+  std::fflush(console);
+  if (stream.log != nullptr) std::fflush(stream.log);
+}
+
+bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
+  std::vector<pollfd> fds;
+  std::vector<Stream*> streams;
+  for (Worker& worker : workers_) {
+    for (Stream* stream : {&worker.out, &worker.err}) {
+      if (stream->fd < 0) continue;
+      fds.push_back({stream->fd, POLLIN, 0});
+      streams.push_back(stream);
+    }
+  }
+  ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));  // with no pipes left: a sleep
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    Stream& stream = *streams[i];
+    char buffer[65536];
+    for (;;) {
+      const ssize_t count = ::read(stream.fd, buffer, sizeof(buffer));
+      if (count > 0) {
+        stream.pending.append(buffer, static_cast<size_t>(count));
+        continue;
+      }
+      if (count < 0 && (errno == EAGAIN || errno == EINTR)) break;
+      close(stream.fd);  // end of file, or an error: nothing more comes
+      stream.fd = -1;
+      break;
+    }
+    emit(stream, stream.fd < 0);
+  }
+  bool any_running = false;
+  for (Worker& worker : workers_) {
+    if (!worker.running) continue;
+    int status = 0;
+    const pid_t done = waitpid(worker.pid, &status, WNOHANG);
+    if (done == 0) {
+      any_running = true;
+      continue;
+    }
+    worker.running = false;
+    WorkerExit exit{worker.rank, worker.pid, 0, 0, ""};
+    if (done > 0 && WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
+    if (done > 0 && WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
+    if (exit.failed() && !first_failure_) first_failure_ = exit;
+  }
+  return any_running;
+}
+
+void WorkerGroup::stop_all(int signal) {
+  for (const Worker& worker : workers_) {
+    if (worker.running) kill(-worker.pid, signal);
+  }
+  const Clock::time_point deadline = Clock::now() + kStopGrace;
+  while (watch(std::chrono::milliseconds(50))) {
+    if (Clock::now() < deadline) continue;
+    for (const Worker& worker : workers_) {
+      if (worker.running) kill(-worker.pid, SIGKILL);
+    }
+  }
+}
+
+void WorkerGroup::drain_and_close() {
+  // The workers are gone; what they started may still hold a pipe open: read for a while.
+  const Clock::time_point deadline = Clock::now() + kDrainTime;
+  auto open_streams = [this] {
+    for (const Worker& worker : workers_) {
+      if (worker.out.fd >= 0 || worker.err.fd >= 0) return true;
+    }
+    return false;
+  };
+  while (open_streams() && Clock::now() < deadline) watch(std::chrono::milliseconds(50));
+  for (Worker& worker : workers_) {
+    for (Stream* stream : {&worker.out, &worker.err}) {
+      if (stream->fd >= 0) {
+        close(stream->fd);
+        stream->fd = -1;
+        emit(*stream, /*flush_partial=*/true);
+      }
+      if (stream->log != nullptr) std::fclose(stream->log);
+      stream->log = nullptr;
+    }
+  }
+}
+
+GroupResult WorkerGroup::run() {
+  StopSignals signals;
+  GroupResult result;
+  const auto interval =
+      std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options_.monitor_interval_s * 1000)));
+  for (int attempt = 0;; ++attempt) {
+    first_failure_.reset();
+    start_attempt(attempt);
+    bool running = true;
+    while (running && received_signal == 0 && !first_failure_) running = watch(interval);
+    if (received_signal != 0) {
+      result.interrupted_by = received_signal;
+      std::fprintf(stderr, "distgrad-run: received signal %d; stopping the workers\n", received_signal);
+      stop_all(received_signal);
+    } else if (first_failure_) {
+      stop_all(SIGTERM);
+    }
+    drain_and_close();
+    if (first_failure_) {
+      for (const Worker& worker : workers_) {
+        if (worker.rank == first_failure_->rank) first_failure_->last_error_line = worker.err.last_line;
+      }
+    }
+    result.restarts = attempt;
+    if (result.interrupted_by != 0 || !first_failure_) break;
+    if (attempt >= options_.max_restarts) {
+      result.failure = first_failure_;
+      break;
+    }
+    std::fprintf(stderr, "distgrad-run: %s; restarting the workers (restart %d of %d)\n",
+                 first_failure_->describe().c_str(), attempt + 1, options_.max_restarts);
+  }
+  return result;
+}
+
+}  // namespace distgrad::launcher

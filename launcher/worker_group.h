@@ -1,0 +1,94 @@
+// The workers of this node: started together, watched, stopped together, restarted together.
+//
+// Each worker runs in its own process group (so stopping it reaches whatever it started) with
+// the environment of launcher/worker_env.h; its stdout and stderr come back through pipes and
+// are printed line by line with a "[rank] " prefix (and written to log files with --log-dir).
+// When a worker fails (non-zero exit or a signal), the others get SIGTERM, then SIGKILL after
+// kStopGrace, and the group starts again while restarts are left (DISTGRAD_RESTART_COUNT
+// counts them); the first failure of the last attempt is the result. SIGINT and SIGTERM sent
+// to the launcher go to every worker, and the launcher then exits with 128 + the signal.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+#include "launcher/worker_env.h"
+
+namespace distgrad::launcher {
+
+// How a worker ended.
+struct WorkerExit {
+  int rank = 0;
+  int pid = 0;
+  int exit_code = 0;            // when it exited
+  int signal = 0;               // when a signal killed it (then exit_code is 0)
+  std::string last_error_line;  // its last stderr line, for the report
+
+  bool failed() const { return exit_code != 0 || signal != 0; }
+  // The launcher's exit code for this end: the worker's code, or 128 + the signal.
+  int status() const { return signal != 0 ? 128 + signal : exit_code; }
+  // "rank 2 (pid 1234) exited with code 1: <last stderr line>".
+  std::string describe() const;
+};
+
+// The outcome of WorkerGroup::run.
+struct GroupResult {
+  std::optional<WorkerExit> failure;  // the first failure of the last attempt, if any
+  int interrupted_by = 0;             // SIGINT or SIGTERM received by the launcher, or 0
+  int restarts = 0;                   // attempts after the first
+  int exit_code() const { return interrupted_by != 0 ? 128 + interrupted_by : failure ? failure->status() : 0; }
+};
+
+class WorkerGroup {
+ public:
+  static constexpr std::chrono::seconds kStopGrace{10};
+  // How long output is still read after the workers ended (from what they started).
+  static constexpr std::chrono::seconds kDrainTime{2};
+
+  // `group.restart_count` is ignored: run() counts attempts itself.
+  WorkerGroup(LaunchOptions options, GroupInfo group);
+
+  // Starts the workers and watches them until all succeeded, or a failure used up the restarts,
+  // or the launcher was told to stop. Installs SIGINT/SIGTERM handlers for its duration.
+  GroupResult run();
+
+ private:
+  // One output stream of a worker: its pipe, the partial line read so far, its log file.
+  struct Stream {
+    int fd = -1;
+    bool is_stderr = false;
+    std::string pending;
+    FILE* log = nullptr;
+    std::string last_line;  // the last non-empty line, for the failure report
+  };
+  struct Worker {
+    int rank = 0;
+    pid_t pid = 0;
+    bool running = false;
+    Stream out, err;
+  };
+
+  void start_attempt(int attempt);
+  // Reads the pipes and reaps the workers for up to `timeout`; returns whether any worker is
+  // still running.
+  bool watch(std::chrono::milliseconds timeout);
+  void stop_all(int signal);
+  void drain_and_close();
+  void emit(Stream& stream, bool flush_partial);
+
+  LaunchOptions options_;
+  GroupInfo group_;
+  int console_streams_ = 3;  // bit 1: stdout, bit 2: stderr
+  int logged_streams_ = 0;
+  std::vector<Worker> workers_;
+  std::optional<WorkerExit> first_failure_;
+};
+
+}  // namespace distgrad::launcher

@@ -1,0 +1,160 @@
+// distgrad-run with real workers (tests/launcher/launch_worker.cc): the environment of 4 workers,
+// a rendezvous through the launcher's Store, restarts that resume from a checkpoint, a failure
+// with no restarts left, Ctrl-C, and a bad command line.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/rpc/multiprocess.h"
+
+#ifndef DISTGRAD_RUN
+#error "DISTGRAD_RUN must name the distgrad-run binary (tests/launcher/CMakeLists.txt)"
+#endif
+
+namespace distgrad::launcher {
+namespace {
+
+using rpc::testing::ProcessResult;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kRun[] = DISTGRAD_RUN;
+constexpr char kWorker[] = DISTGRAD_LAUNCH_WORKER;
+
+// Runs `distgrad-run --standalone args...` (a free port: tests run side by side) as one process:
+// its output and exit code.
+ProcessResult launch(std::vector<std::string> args) {
+  args.insert(args.begin(), "--standalone");
+  rpc::testing::WorldOptions options;
+  options.timeout = 90s;
+  return rpc::testing::run_world(kRun, args, 1, options).at(0);
+}
+
+// A fresh directory for one test, removed with it.
+class ScratchDir {
+ public:
+  ScratchDir() : path_(std::filesystem::temp_directory_path() / ("distgrad_launch_" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(DistgradRun, FourWorkersGetTheLauncherEnvironment) {
+  const ProcessResult result = launch({"--nproc-per-node", "4", "--run-id", "job7", kWorker, "env"});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string r = std::to_string(rank);
+    EXPECT_THAT(result.output, HasSubstr("[" + r + "] RANK=" + r + " LOCAL_RANK=" + r +
+                                         " WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 ROLE_RANK=" + r +
+                                         " ROLE_WORLD_SIZE=4 DISTGRAD_RESTART_COUNT=0 DISTGRAD_MAX_RESTARTS=0 "
+                                         "DISTGRAD_RUN_ID=job7 OMP_NUM_THREADS=1 token_length=32"))
+        << result;
+  }
+}
+
+TEST(DistgradRun, WorkersRendezvousThroughTheLaunchersStore) {
+  const ProcessResult result = launch({"--nproc-per-node", "4", kWorker, "rpc"});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] all 4 workers answered")) << result;
+}
+
+TEST(DistgradRun, AFailedWorkerRestartsTheGroupWhichResumesFromItsCheckpoint) {
+  ScratchDir dir;
+  const ProcessResult result =
+      launch({"--nproc-per-node", "2", "--max-restarts", "2", kWorker, "checkpoint", dir.str()});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] starting at step 0 (restart 0)")) << result;
+  EXPECT_THAT(result.output, HasSubstr("rank 0 (pid ")) << result;
+  EXPECT_THAT(result.output, HasSubstr("exited with code 3: crashing at step 5 on purpose; restarting the workers "
+                                       "(restart 1 of 2)"))
+      << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] starting at step 5 (restart 1)")) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] finished 10 steps")) << result;
+}
+
+TEST(DistgradRun, AFailureWithNoRestartsLeftEndsTheJobNamingTheRank) {
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult result = launch({"--nproc-per-node", "3", kWorker, "fail"});
+  EXPECT_EQ(result.exit_code, 7) << result;
+  EXPECT_THAT(result.output, HasSubstr("[2] [worker2] error: boom")) << result;
+  EXPECT_THAT(result.output, HasSubstr("distgrad-run: rank 2 (pid ")) << result;
+  EXPECT_THAT(result.output, HasSubstr("exited with code 7: [worker2] error: boom")) << result;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "the other workers were not stopped";
+}
+
+TEST(DistgradRun, RedirectsSendAStreamToTheLogFilesOnly) {
+  ScratchDir dir;
+  const ProcessResult result =
+      launch({"--nproc-per-node", "2", "--log-dir", dir.str(), "--run-id", "job7", "--redirects", "1", kWorker, "env"});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, ::testing::Not(HasSubstr("RANK=1 LOCAL_RANK=1"))) << result;
+  std::ifstream log(dir.str() + "/job7/attempt0/rank1.stdout");
+  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(logged, HasSubstr("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"));
+}
+
+TEST(DistgradRun, BadCommandLineIsAUsageError) {
+  const ProcessResult result = launch({"--nprocs", "2", kWorker, "env"});
+  EXPECT_EQ(result.exit_code, 2) << result;
+  EXPECT_THAT(result.output, HasSubstr("unknown option --nprocs")) << result;
+  EXPECT_THAT(result.output, HasSubstr("usage: distgrad-run")) << result;
+  const ProcessResult help = launch({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help;
+  EXPECT_THAT(help.output, HasSubstr("--max-restarts M")) << help;
+}
+
+TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
+  ScratchDir dir;
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    setpgid(0, 0);
+    execl(kRun, kRun, "--standalone", "--nproc-per-node", "2", kWorker, "sleep", dir.str().c_str(), nullptr);
+    _exit(127);
+  }
+  // Both workers wrote their pid (they are running).
+  std::vector<pid_t> workers;
+  for (int waited = 0; waited < 300 && workers.size() < 2; ++waited) {
+    std::this_thread::sleep_for(50ms);
+    workers.clear();
+    for (int rank = 0; rank < 2; ++rank) {
+      pid_t pid = 0;
+      if (std::ifstream(dir.str() + "/pid" + std::to_string(rank)) >> pid && pid > 0) workers.push_back(pid);
+    }
+  }
+  ASSERT_EQ(workers.size(), 2u) << "the workers did not start within 15 s";
+  kill(launcher, SIGINT);
+  int status = 0;
+  pid_t done = 0;
+  for (int waited = 0; waited < 300 && done == 0; ++waited) {
+    std::this_thread::sleep_for(50ms);
+    done = waitpid(launcher, &status, WNOHANG);
+  }
+  if (done == 0) {
+    kill(-launcher, SIGKILL);
+    waitpid(launcher, &status, 0);
+    FAIL() << "distgrad-run did not exit within 15 s of SIGINT";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  for (pid_t worker : workers) EXPECT_NE(kill(worker, 0), 0) << "worker pid " << worker << " is still alive";
+}
+
+}  // namespace
+}  // namespace distgrad::launcher

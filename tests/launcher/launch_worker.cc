@@ -1,0 +1,90 @@
+// The program the launcher tests start under distgrad-run: `launch_worker MODE [DIR]`.
+//   env         prints the variables the launcher set
+//   rpc         rendezvous through the launcher's Store; rank 0 calls every worker
+//   checkpoint  rank 0 counts 10 steps, saving the next step in DIR/step after each, and fails
+//               at step 5 of the first attempt; a restart resumes from the file
+//   fail        rank 2 fails with exit code 7 and an error line; the others wait to be stopped
+//   sleep       writes its pid to DIR/pid<rank>, then sleeps
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "rpc/rpc.h"
+
+namespace {
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "(unset)";
+}
+
+std::string whoami() { return distgrad::rpc::get_worker_name(); }
+DISTGRAD_REMOTE(whoami);
+
+int checkpoint(const std::string& dir) {
+  if (env("RANK") != "0") return 0;
+  const std::string path = dir + "/step";
+  int step = 0;
+  std::ifstream(path) >> step;
+  std::printf("starting at step %d (restart %s)\n", step, env("DISTGRAD_RESTART_COUNT").c_str());
+  for (; step < 10; ++step) {
+    if (step == 5 && env("DISTGRAD_RESTART_COUNT") == "0") {
+      std::fprintf(stderr, "crashing at step 5 on purpose\n");
+      return 3;
+    }
+    std::ofstream(path) << step + 1;
+  }
+  std::printf("finished 10 steps\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const std::string dir = argc > 2 ? argv[2] : ".";
+  if (mode == "env") {
+    std::printf(
+        "RANK=%s LOCAL_RANK=%s WORLD_SIZE=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s ROLE_RANK=%s "
+        "ROLE_WORLD_SIZE=%s DISTGRAD_RESTART_COUNT=%s DISTGRAD_MAX_RESTARTS=%s DISTGRAD_RUN_ID=%s "
+        "OMP_NUM_THREADS=%s token_length=%zu\n",
+        env("RANK").c_str(), env("LOCAL_RANK").c_str(), env("WORLD_SIZE").c_str(), env("LOCAL_WORLD_SIZE").c_str(),
+        env("GROUP_RANK").c_str(), env("ROLE_RANK").c_str(), env("ROLE_WORLD_SIZE").c_str(),
+        env("DISTGRAD_RESTART_COUNT").c_str(), env("DISTGRAD_MAX_RESTARTS").c_str(), env("DISTGRAD_RUN_ID").c_str(),
+        env("OMP_NUM_THREADS").c_str(), env("DISTGRAD_TOKEN").size());
+    return 0;
+  }
+  if (mode == "rpc") {
+    return distgrad::rpc::auto_init_rpc(
+        nullptr, distgrad::rpc::rank_zero_only([] {
+          const int world = distgrad::rpc::get_world_size();
+          for (int rank = 0; rank < world; ++rank) {
+            if (distgrad::rpc::rpc_sync(rank, &whoami) != distgrad::rpc::get_worker_name(rank)) {
+              throw std::runtime_error("a worker gave another name");
+            }
+          }
+          std::printf("all %d workers answered\n", world);
+        }));
+  }
+  if (mode == "checkpoint") return checkpoint(dir);
+  if (mode == "fail") {
+    if (env("RANK") == "2") {
+      std::fprintf(stderr, "[worker2] error: boom\n");
+      return 7;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return 0;
+  }
+  if (mode == "sleep") {
+    std::ofstream(dir + "/pid" + env("RANK")) << getpid();
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  std::fprintf(stderr, "launch_worker: unknown mode '%s' (env, rpc, checkpoint, fail, sleep)\n", mode.c_str());
+  return 2;
+}
