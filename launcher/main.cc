@@ -3,6 +3,7 @@
 // hosts the rendezvous Store, which outlives worker restarts. Exit code: 0 when every worker
 // succeeded; the first failure's code (128 + signal for a signal) otherwise; 2 for a bad
 // command line; 128 + the signal when the launcher was interrupted.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iomanip>
@@ -61,6 +62,7 @@ int launch(const dl::LaunchOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the launcher and orphan the workers
   dl::LaunchOptions options;
   try {
     options = dl::parse_launch_options(std::vector<std::string>(argv + 1, argv + argc), &lookup);

@@ -111,16 +111,14 @@ void WorkerGroup::start_attempt(int attempt) {
     argv.push_back(nullptr);
     const pid_t pid = fork();
     DISTGRAD_CHECK(pid >= 0, "distgrad-run: cannot start a worker: ", std::strerror(errno));
-    if (pid == 0) {  // the worker: only async-signal-safe calls until exec
+    if (pid == 0) {  // the worker: only async-signal-safe calls until exec (the Store runs threads)
       setpgid(0, 0);
       dup2(out_pipe[1], STDOUT_FILENO);
       dup2(err_pipe[1], STDERR_FILENO);
       execvpe(argv[0], argv.data(), envp.data());
-      const char* reason = std::strerror(errno);
-      (void)!write(STDERR_FILENO, "distgrad-run: cannot run ", 25);
+      constexpr char kCannotRun[] = "distgrad-run: cannot run (not found, or not executable): ";
+      (void)!write(STDERR_FILENO, kCannotRun, sizeof(kCannotRun) - 1);
       (void)!write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
-      (void)!write(STDERR_FILENO, ": ", 2);
-      (void)!write(STDERR_FILENO, reason, std::strlen(reason));
       (void)!write(STDERR_FILENO, "\n", 1);
       _exit(127);
     }
@@ -263,7 +261,13 @@ GroupResult WorkerGroup::run() {
       std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options_.monitor_interval_s * 1000)));
   for (int attempt = 0;; ++attempt) {
     first_failure_.reset();
-    start_attempt(attempt);
+    try {
+      start_attempt(attempt);
+    } catch (...) {
+      stop_all(SIGKILL);  // the workers already started
+      drain_and_close();
+      throw;
+    }
     bool running = true;
     while (running && received_signal == 0 && !first_failure_) running = watch(interval);
     if (received_signal != 0) {
