@@ -98,6 +98,14 @@ TEST(DistgradRun, AFailureWithNoRestartsLeftEndsTheJobNamingTheRank) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "the other workers were not stopped";
 }
 
+TEST(DistgradRun, AWorkerLateForTheRendezvousFailsTheJobNamingIt) {
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult result = launch({"--nproc-per-node", "3", kWorker, "late"});
+  EXPECT_NE(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, HasSubstr("for workers to start, and these did not: 1 (of 3)")) << result;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 25s) << "the late worker was not stopped";
+}
+
 TEST(DistgradRun, RedirectsSendAStreamToTheLogFilesOnly) {
   ScratchDir dir;
   const ProcessResult result =

@@ -5,6 +5,7 @@
 //               at step 5 of the first attempt; a restart resumes from the file
 //   fail        rank 2 fails with exit code 7 and an error line; the others wait to be stopped
 //   sleep       writes its pid to DIR/pid<rank>, then sleeps
+//   late        rank 1 starts its rendezvous 30 s late; the others wait for it 3 s at most
 #include <unistd.h>
 
 #include <chrono>
@@ -72,6 +73,12 @@ int main(int argc, char** argv) {
         }));
   }
   if (mode == "checkpoint") return checkpoint(dir);
+  if (mode == "late") {
+    if (env("RANK") == "1") std::this_thread::sleep_for(std::chrono::seconds(30));
+    distgrad::rpc::RpcOptions options;
+    options.init_timeout = std::chrono::seconds(3);
+    return distgrad::rpc::auto_init_rpc(nullptr, nullptr, options);
+  }
   if (mode == "fail") {
     if (env("RANK") == "2") {
       std::fprintf(stderr, "[worker2] error: boom\n");
@@ -85,6 +92,6 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
-  std::fprintf(stderr, "launch_worker: unknown mode '%s' (env, rpc, checkpoint, fail, sleep)\n", mode.c_str());
+  std::fprintf(stderr, "launch_worker: unknown mode '%s' (env, rpc, checkpoint, fail, sleep, late)\n", mode.c_str());
   return 2;
 }
