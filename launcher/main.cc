@@ -14,6 +14,7 @@
 
 #include "core/cuda.h"
 #include "core/error.h"
+#include "launcher/job_status.h"
 #include "launcher/options.h"
 #include "launcher/worker_group.h"
 #include "rpc/store.h"
@@ -51,7 +52,15 @@ int launch(const dl::LaunchOptions& options) {
                                                          options.standalone ? 0 : options.master_port, group.token);
     group.master_port = store->port();
   }
-  const dl::GroupResult result = dl::WorkerGroup(options, group).run();
+  // Every node's launcher, node 0's included, talks to the Store on node 0 about the job.
+  std::unique_ptr<dl::JobStatus> job;
+  if (options.nnodes > 1) {
+    auto client = std::make_unique<distgrad::rpc::StoreClient>(
+        options.master_addr + ":" + std::to_string(group.master_port), group.token, std::chrono::seconds(300));
+    client->wait_until_reachable(std::chrono::seconds(300));
+    job = std::make_unique<dl::JobStatus>(std::move(client), options.run_id, options.nnodes);
+  }
+  const dl::GroupResult result = dl::WorkerGroup(options, group, job.get()).run();
   if (result.failure) {
     std::fprintf(stderr, "distgrad-run: %s%s\n", result.failure->describe().c_str(),
                  result.restarts > 0 ? (" (after " + std::to_string(result.restarts) + " restarts)").c_str() : "");

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "core/error.h"
+#include "launcher/job_status.h"
 
 extern char** environ;
 
@@ -76,8 +78,8 @@ std::string WorkerExit::describe() const {
   return text;
 }
 
-WorkerGroup::WorkerGroup(LaunchOptions options, GroupInfo group)
-    : options_(std::move(options)), group_(std::move(group)) {
+WorkerGroup::WorkerGroup(LaunchOptions options, GroupInfo group, JobStatus* job)
+    : options_(std::move(options)), group_(std::move(group)), job_(job) {
   const int redirected = std_streams(options_.redirects, "redirects");
   logged_streams_ = redirected | std_streams(options_.tee, "tee");
   console_streams_ = 3 & ~redirected;
@@ -254,6 +256,19 @@ void WorkerGroup::drain_and_close() {
   }
 }
 
+std::optional<WorkerExit> WorkerGroup::wait_for_other_nodes(int attempt, std::chrono::milliseconds interval) {
+  job_->report_finished(attempt);
+  const Clock::time_point deadline = Clock::now() + kOtherNodesTimeout;
+  while (received_signal == 0 && !job_->all_finished(attempt)) {
+    if (std::optional<WorkerExit> failure = job_->failure(attempt)) return failure;
+    DISTGRAD_CHECK(Clock::now() < deadline,
+                   "distgrad-run: this node's workers finished, but not every node's did within ",
+                   kOtherNodesTimeout.count(), " s (a node's launcher stopped?)");
+    std::this_thread::sleep_for(interval);
+  }
+  return std::nullopt;
+}
+
 GroupResult WorkerGroup::run() {
   StopSignals signals;
   GroupResult result;
@@ -269,19 +284,29 @@ GroupResult WorkerGroup::run() {
       throw;
     }
     bool running = true;
-    while (running && received_signal == 0 && !first_failure_) running = watch(interval);
+    std::optional<WorkerExit> elsewhere;  // a failure of this attempt on another node
+    while (running && received_signal == 0 && !first_failure_ && !elsewhere) {
+      running = watch(interval);
+      if (job_ != nullptr && !first_failure_) elsewhere = job_->failure(attempt);
+    }
+    const bool local_failure = first_failure_.has_value();
     if (received_signal != 0) {
       result.interrupted_by = received_signal;
       std::fprintf(stderr, "distgrad-run: received signal %d; stopping the workers\n", received_signal);
       stop_all(received_signal);
-    } else if (first_failure_) {
+    } else if (first_failure_ || elsewhere) {
       stop_all(SIGTERM);
     }
     drain_and_close();
-    if (first_failure_) {
+    if (local_failure) {
       for (const Worker& worker : workers_) {
         if (worker.rank == first_failure_->rank) first_failure_->last_error_line = worker.err.last_line;
       }
+      if (job_ != nullptr) job_->report_failure(attempt, *first_failure_);
+    } else {
+      // Workers that ended of our SIGTERM did not fail; the cause is another node's failure.
+      if (job_ != nullptr && received_signal == 0 && !elsewhere) elsewhere = wait_for_other_nodes(attempt, interval);
+      first_failure_ = elsewhere;
     }
     result.restarts = attempt;
     if (result.interrupted_by != 0 || !first_failure_) break;
@@ -292,7 +317,17 @@ GroupResult WorkerGroup::run() {
     std::fprintf(stderr, "distgrad-run: %s; restarting the workers (restart %d of %d)\n",
                  first_failure_->describe().c_str(), attempt + 1, options_.max_restarts);
   }
+  if (job_ != nullptr && result.interrupted_by == 0) leave_job(result.restarts, interval);
   return result;
+}
+
+void WorkerGroup::leave_job(int attempt, std::chrono::milliseconds interval) {
+  job_->report_leaving(attempt);
+  if (options_.node_rank != 0) return;
+  const Clock::time_point deadline = Clock::now() + kOtherNodesTimeout;
+  while (received_signal == 0 && !job_->all_left(attempt) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(interval);
+  }
 }
 
 }  // namespace distgrad::launcher

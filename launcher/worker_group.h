@@ -23,6 +23,8 @@
 
 namespace distgrad::launcher {
 
+class JobStatus;
+
 // How a worker ended.
 struct WorkerExit {
   int rank = 0;
@@ -49,11 +51,15 @@ struct GroupResult {
 class WorkerGroup {
  public:
   static constexpr std::chrono::seconds kStopGrace{10};
+  // How long a node whose workers finished waits for the other nodes' (multi-node jobs).
+  static constexpr std::chrono::seconds kOtherNodesTimeout{600};
   // How long output is still read after the workers ended (from what they started).
   static constexpr std::chrono::seconds kDrainTime{2};
 
-  // `group.restart_count` is ignored: run() counts attempts itself.
-  WorkerGroup(LaunchOptions options, GroupInfo group);
+  // `group.restart_count` is ignored: run() counts attempts itself. With `job` (a multi-node
+  // job; not owned, may be null), a failure on any node stops and restarts every node's workers,
+  // and a node whose workers finished waits for the others (launcher/job_status.h).
+  WorkerGroup(LaunchOptions options, GroupInfo group, JobStatus* job = nullptr);
 
   // Starts the workers and watches them until all succeeded, or a failure used up the restarts,
   // or the launcher was told to stop. Installs SIGINT/SIGTERM handlers for its duration.
@@ -83,8 +89,15 @@ class WorkerGroup {
   void drain_and_close();
   void emit(Stream& stream, bool flush_partial);
 
+  // Waits until every node finished `attempt`, or one reports a failure of it (returned), or the
+  // launcher is told to stop.
+  std::optional<WorkerExit> wait_for_other_nodes(int attempt, std::chrono::milliseconds interval);
+  // Tells the other nodes this launcher is done; node 0 (the Store's host) then waits for them.
+  void leave_job(int attempt, std::chrono::milliseconds interval);
+
   LaunchOptions options_;
   GroupInfo group_;
+  JobStatus* job_;
   int console_streams_ = 3;  // bit 1: stdout, bit 2: stderr
   int logged_streams_ = 0;
   std::vector<Worker> workers_;

@@ -6,6 +6,7 @@
 //   fail        rank 2 fails with exit code 7 and an error line; the others wait to be stopped
 //   sleep       writes its pid to DIR/pid<rank>, then sleeps
 //   late        rank 1 starts its rendezvous 30 s late; the others wait for it 3 s at most
+//   rpc_fail_first  as rpc, but rank 3 fails at once on the first attempt
 #include <unistd.h>
 
 #include <chrono>
@@ -60,7 +61,11 @@ int main(int argc, char** argv) {
         env("OMP_NUM_THREADS").c_str(), env("DISTGRAD_TOKEN").size());
     return 0;
   }
-  if (mode == "rpc") {
+  if (mode == "rpc_fail_first" && env("RANK") == "3" && env("DISTGRAD_RESTART_COUNT") == "0") {
+    std::fprintf(stderr, "failing on purpose in the first attempt\n");
+    return 5;
+  }
+  if (mode == "rpc" || mode == "rpc_fail_first") {
     return distgrad::rpc::auto_init_rpc(
         nullptr, distgrad::rpc::rank_zero_only([] {
           const int world = distgrad::rpc::get_world_size();
@@ -92,6 +97,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
-  std::fprintf(stderr, "launch_worker: unknown mode '%s' (env, rpc, checkpoint, fail, sleep, late)\n", mode.c_str());
+  std::fprintf(stderr, "launch_worker: unknown mode '%s' (env, rpc, rpc_fail_first, checkpoint, fail, sleep, late)\n",
+               mode.c_str());
   return 2;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two hosts of 2 workers each, simulated with network namespaces (scripts/netns_hosts.sh): the
 # same distgrad-run command on each, node 0 hosting the Store at its namespace address; rank 0
-# must reach all 4 workers. Every process runs inside a namespace this test makes, and the
+# must reach all 4 workers, and a worker failing on node 1 must restart both nodes' workers. Every process runs inside a namespace this test makes, and the
 # namespaces, the guard route and their files are removed on every exit. Exit 77 (skipped)
 # without the privilege to create namespaces.
 #   two_hosts_test.sh DISTGRAD_RUN LAUNCH_WORKER
@@ -17,16 +17,32 @@ trap '"$hosts" down >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
 "$hosts" exec node1 true >/dev/null 2>&1 || { echo "SKIP: cannot enter the namespaces (nsenter/unshare refused)"; exit 77; }
 
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for node in 0 1; do
-  timeout 90 "$hosts" exec "node$((node + 1))" env DISTGRAD_TOKEN="$token" "$run" --nnodes 2 --node-rank "$node" \
-    --master-addr "$SIM_SUBNET.1" --master-port 29500 --nproc-per-node 2 --run-id two-hosts "$worker" rpc \
-    >"$out/node$node.log" 2>&1 &
-  eval "pid$node=$!"
-done
-status=0
-wait "$pid0" || status=$?
-wait "$pid1" || status=$?
-for node in 0 1; do sed "s/^/node$node| /" "$out/node$node.log"; done
-[ "$status" = 0 ] || { echo "FAIL: a launcher exited with $status"; exit 1; }
-grep -q '^\[0\] all 4 workers answered$' "$out/node0.log" || { echo "FAIL: rank 0 did not reach all 4 workers"; exit 1; }
+# Runs the same distgrad-run command on both hosts (extra flags, then the worker's mode); prints
+# both logs; fails unless both launchers exit 0 and rank 0 reached all 4 workers.
+run_job() {
+  local name=$1 mode=$2; shift 2
+  local node status=0
+  for node in 0 1; do
+    timeout 90 "$hosts" exec "node$((node + 1))" env DISTGRAD_TOKEN="$token" "$run" --nnodes 2 --node-rank "$node" \
+      --master-addr "$SIM_SUBNET.1" --master-port 29500 --nproc-per-node 2 --run-id "$name" "$@" "$worker" "$mode" \
+      >"$out/$name.node$node.log" 2>&1 &
+    eval "pid$node=$!"
+  done
+  wait "$pid0" || status=$?
+  wait "$pid1" || status=$?
+  for node in 0 1; do sed "s/^/$name node$node| /" "$out/$name.node$node.log"; done
+  [ "$status" = 0 ] || { echo "FAIL: $name: a launcher exited with $status"; exit 1; }
+  grep -q '^\[0\] all 4 workers answered$' "$out/$name.node0.log" \
+    || { echo "FAIL: $name: rank 0 did not reach all 4 workers"; exit 1; }
+}
+
+run_job two-hosts rpc
 echo "two hosts x 2 workers: rank 0 reached all 4 workers through node 0's Store"
+
+# Rank 3 (on node 1) fails in the first attempt: both nodes restart their workers together.
+run_job restart rpc_fail_first --max-restarts 1
+for node in 0 1; do
+  grep -q 'rank 3 (pid [0-9]*) exited with code 5: failing on purpose in the first attempt; restarting the workers (restart 1 of 1)' \
+    "$out/restart.node$node.log" || { echo "FAIL: node $node did not restart after rank 3 failed"; exit 1; }
+done
+echo "a failure on node 1 restarted the workers of both nodes, which then finished"
