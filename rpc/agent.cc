@@ -319,10 +319,19 @@ void Agent::Impl::start() {
   }
   check_security();
   for (int rank = 0; rank < world.world_size; ++rank) names.push_back(rpc::worker_name(rank, world.world_size));
-  key_prefix = "rpc/" + getenv_or("DISTGRAD_RUN_ID", "none") + "/" + getenv_or("DISTGRAD_RESTART_COUNT", "0") + "/";
-  const std::string store_address = world.master_addr + ":" + std::to_string(world.master_port);
+  // Note [Under torchrun]: torchrun's agent hosts its own (c10d) store at MASTER_PORT and says so
+  // with TORCHELASTIC_USE_AGENT_STORE=True; distgrad's Store then takes MASTER_PORT + 1 (hosted by
+  // rank 0), and torchrun's run id and restart count name the keys when distgrad's are not set.
+  const bool under_torchrun = getenv_or("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
+  const int store_port = world.master_port + (under_torchrun ? 1 : 0);
+  DISTGRAD_CHECK(store_port <= 65535,
+                 "init_rpc: under torchrun distgrad's Store takes MASTER_PORT + 1, but MASTER_PORT is ",
+                 world.master_port);
+  key_prefix = "rpc/" + getenv_or("DISTGRAD_RUN_ID", getenv_or("TORCHELASTIC_RUN_ID", "none")) + "/" +
+               getenv_or("DISTGRAD_RESTART_COUNT", getenv_or("TORCHELASTIC_RESTART_COUNT", "0")) + "/";
+  const std::string store_address = world.master_addr + ":" + std::to_string(store_port);
   if (world.rank == 0 && getenv_or("DISTGRAD_USE_AGENT_STORE", "0") != "1") {
-    store_server = std::make_unique<StoreServer>(world.master_addr, world.master_port, token);
+    store_server = std::make_unique<StoreServer>(world.master_addr, store_port, token);
   }
   store_client = std::make_unique<StoreClient>(store_address, token, options.init_timeout);
   store_client->wait_until_reachable(options.init_timeout);
