@@ -52,6 +52,10 @@ down() {
     rm -rf "/etc/netns/$n"
   done
   ip route del unreachable "${NET}.0/24" 2>/dev/null || true
+  # `ip netns add` made /run/netns a mount point on first use: undo it when no namespace is left
+  if mountpoint -q /run/netns 2>/dev/null && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+    umount /run/netns 2>/dev/null || true
+  fi
   rmdir "/run/${P}cg" 2>/dev/null || true
   rmdir /etc/netns 2>/dev/null || true            # only if empty
   rm -f "$STATE"
