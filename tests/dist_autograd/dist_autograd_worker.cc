@@ -59,6 +59,7 @@ constexpr auto kReleaseTimeout = 10s;
 constexpr double kRtol = 1e-12;
 constexpr double kAtol = 1e-12;
 
+using rpc::testing::expect_error;
 using rpc::testing::Failure;
 using rpc::testing::require;
 using rpc::testing::require_contains;
@@ -73,18 +74,6 @@ void require_close(const std::string& what, const Tensor& found, const Tensor& e
   require(found.dtype() == kFloat64 && found.sizes() == expected.sizes(), what, ": a ", found.describe(),
           ", expected a ", expected.describe());
   require(ops::allclose(found, expected, kRtol, kAtol), what, ": found\n", found, "\nexpected\n", expected);
-}
-
-// Runs `call`, which must throw distgrad::Error; returns its message.
-template <typename F>
-std::string expect_error(const std::string& what, F&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    say(what, ": ", error.what());
-    return error.what();
-  }
-  throw Failure(what + ": expected an error, there was none");
 }
 
 // Runs `call`, which must throw a RemoteError; returns it.

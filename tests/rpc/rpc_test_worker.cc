@@ -69,6 +69,7 @@ using worker_types::Stats;
 constexpr char kCallMethod[] = "/distgrad.rpc.wire.Worker/Call";
 constexpr char kTokenKey[] = "distgrad-token";
 
+using testing::expect_error;
 using testing::Failure;
 using testing::require;
 using testing::require_contains;
@@ -89,18 +90,6 @@ RemoteError expect_remote_error(const std::string& what, StatusCode code, F&& ca
     return error;
   }
   throw Failure(what + ": expected a RemoteError, the call succeeded");
-}
-
-// Runs `call`, which must throw distgrad::Error; returns its message.
-template <typename F>
-std::string expect_error(const std::string& what, F&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    say(what, ": ", error.what());
-    return error.what();
-  }
-  throw Failure(what + ": expected an error, there was none");
 }
 
 RpcOptions test_options() {

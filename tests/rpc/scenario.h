@@ -54,6 +54,18 @@ inline void require_contains(const std::string& text, const std::string& fragmen
   require(text.find(fragment) != std::string::npos, what, ": expected \"", fragment, "\" in \"", text, "\"");
 }
 
+// Runs `call`, which must throw distgrad::Error; returns its message.
+template <typename F>
+std::string expect_error(const std::string& what, F&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    say(what, ": ", error.what());
+    return error.what();
+  }
+  throw Failure(what + ": expected an error, there was none");
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
