@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -16,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_util.h"
 #include "tests/rpc/multiprocess.h"
 
 #ifndef DISTGRAD_RUN
@@ -41,19 +41,7 @@ ProcessResult launch(std::vector<std::string> args) {
   return rpc::testing::run_world(kRun, args, 1, options).at(0);
 }
 
-// A fresh directory for one test, removed with it.
-class ScratchDir {
- public:
-  ScratchDir() : path_(std::filesystem::temp_directory_path() / ("distgrad_launch_" + std::to_string(getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using distgrad::testing::ScratchDir;
 
 TEST(DistgradRun, FourWorkersGetTheLauncherEnvironment) {
   const ProcessResult result = launch({"--nproc-per-node", "4", "--run-id", "job7", kWorker, "env"});
@@ -77,7 +65,7 @@ TEST(DistgradRun, WorkersRendezvousThroughTheLaunchersStore) {
 TEST(DistgradRun, AFailedWorkerRestartsTheGroupWhichResumesFromItsCheckpoint) {
   ScratchDir dir;
   const ProcessResult result =
-      launch({"--nproc-per-node", "2", "--max-restarts", "2", kWorker, "checkpoint", dir.str()});
+      launch({"--nproc-per-node", "2", "--max-restarts", "2", kWorker, "checkpoint", dir.path()});
   ASSERT_EQ(result.exit_code, 0) << result;
   EXPECT_THAT(result.output, HasSubstr("[0] starting at step 0 (restart 0)")) << result;
   EXPECT_THAT(result.output, HasSubstr("rank 0 (pid ")) << result;
@@ -108,11 +96,11 @@ TEST(DistgradRun, AWorkerLateForTheRendezvousFailsTheJobNamingIt) {
 
 TEST(DistgradRun, RedirectsSendAStreamToTheLogFilesOnly) {
   ScratchDir dir;
-  const ProcessResult result =
-      launch({"--nproc-per-node", "2", "--log-dir", dir.str(), "--run-id", "job7", "--redirects", "1", kWorker, "env"});
+  const ProcessResult result = launch(
+      {"--nproc-per-node", "2", "--log-dir", dir.path(), "--run-id", "job7", "--redirects", "1", kWorker, "env"});
   ASSERT_EQ(result.exit_code, 0) << result;
   EXPECT_THAT(result.output, ::testing::Not(HasSubstr("RANK=1 LOCAL_RANK=1"))) << result;
-  std::ifstream log(dir.str() + "/job7/attempt0/rank1.stdout");
+  std::ifstream log(dir.path() + "/job7/attempt0/rank1.stdout");
   const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_THAT(logged, HasSubstr("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"));
 }
@@ -133,7 +121,7 @@ TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
   ASSERT_GE(launcher, 0);
   if (launcher == 0) {
     setpgid(0, 0);
-    execl(kRun, kRun, "--standalone", "--nproc-per-node", "2", kWorker, "sleep", dir.str().c_str(), nullptr);
+    execl(kRun, kRun, "--standalone", "--nproc-per-node", "2", kWorker, "sleep", dir.path().c_str(), nullptr);
     _exit(127);
   }
   // Both workers wrote their pid (they are running).
@@ -143,7 +131,7 @@ TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
     workers.clear();
     for (int rank = 0; rank < 2; ++rank) {
       pid_t pid = 0;
-      if (std::ifstream(dir.str() + "/pid" + std::to_string(rank)) >> pid && pid > 0) workers.push_back(pid);
+      if (std::ifstream(dir.path() + "/pid" + std::to_string(rank)) >> pid && pid > 0) workers.push_back(pid);
     }
   }
   ASSERT_EQ(workers.size(), 2u) << "the workers did not start within 15 s";
