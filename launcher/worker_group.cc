@@ -133,6 +133,7 @@ void WorkerGroup::start_attempt(int attempt) {
     worker.err.fd = err_pipe[0];
     worker.err.is_stderr = true;
     for (Stream* stream : {&worker.out, &worker.err}) {
+      stream->rank = worker.rank;
       fcntl(stream->fd, F_SETFL, fcntl(stream->fd, F_GETFL) | O_NONBLOCK);
       const int bit = stream->is_stderr ? 2 : 1;
       if (logged_streams_ & bit) {
@@ -147,10 +148,6 @@ void WorkerGroup::start_attempt(int attempt) {
 }
 
 void WorkerGroup::emit(Stream& stream, bool flush_partial) {
-  const Worker* owner = nullptr;
-  for (const Worker& worker : workers_) {
-    if (&worker.out == &stream || &worker.err == &stream) owner = &worker;
-  }
   FILE* console = stream.is_stderr ? stderr : stdout;
   const bool to_console = (console_streams_ & (stream.is_stderr ? 2 : 1)) != 0;
   size_t start = 0;
@@ -160,7 +157,7 @@ void WorkerGroup::emit(Stream& stream, bool flush_partial) {
     if (end == std::string::npos && !(flush_partial && start < stream.pending.size())) break;
     const std::string line = stream.pending.substr(start, end == std::string::npos ? std::string::npos : end - start);
     const char terminator = end == std::string::npos ? '\n' : stream.pending[end];
-    if (to_console) std::fprintf(console, "[%d] %s%c", owner->rank, line.c_str(), terminator);
+    if (to_console) std::fprintf(console, "[%d] %s%c", stream.rank, line.c_str(), terminator);
     if (stream.log != nullptr) std::fprintf(stream.log, "%s%c", line.c_str(), terminator);
     if (stream.is_stderr && !line.empty()) stream.last_line = line;
     if (end == std::string::npos) {

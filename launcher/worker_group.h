@@ -69,6 +69,7 @@ class WorkerGroup {
   // One output stream of a worker: its pipe, the partial line read so far, its log file.
   struct Stream {
     int fd = -1;
+    int rank = 0;  // the worker's, for the prefix
     bool is_stderr = false;
     std::string pending;
     FILE* log = nullptr;
