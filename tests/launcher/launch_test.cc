@@ -105,6 +105,38 @@ TEST(DistgradRun, RedirectsSendAStreamToTheLogFilesOnly) {
   EXPECT_THAT(logged, HasSubstr("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"));
 }
 
+TEST(DistgradRun, ACarriageReturnEndsALineAndIsKept) {
+  const ProcessResult result = launch({kWorker, "progress"});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] step 1\r[0] step 2\r[0] done\n")) << result;
+}
+
+TEST(DistgradRun, AProgramThatCannotRunExitsWith127NamingIt) {
+  const ProcessResult result = launch({"/nonexistent/program"});
+  EXPECT_EQ(result.exit_code, 127) << result;
+  EXPECT_THAT(result.output, HasSubstr("exited with code 127: distgrad-run: cannot run (not found, or not "
+                                       "executable): /nonexistent/program"))
+      << result;
+}
+
+TEST(DistgradRun, LogSettingsAndTokensAreChecked) {
+  const ProcessResult no_dir = launch({"--redirects", "3", kWorker, "env"});
+  EXPECT_EQ(no_dir.exit_code, 1) << no_dir;
+  EXPECT_THAT(no_dir.output, HasSubstr("--redirects 3 and --tee 0 write log files, which need --log-dir")) << no_dir;
+  ScratchDir dir;
+  const ProcessResult per_rank = launch({"--log-dir", dir.path(), "--tee", "0:1", kWorker, "env"});
+  EXPECT_EQ(per_rank.exit_code, 1) << per_rank;
+  EXPECT_THAT(per_rank.output, HasSubstr("--tee 0:1 is not 0 (none), 1 (stdout), 2 (stderr) or 3 (both); per-rank "
+                                         "settings are not supported"))
+      << per_rank;
+  rpc::testing::WorldOptions options;
+  options.timeout = 30s;  // run_world leaves DISTGRAD_TOKEN out of the launcher's environment
+  const ProcessResult no_token = rpc::testing::run_world(kRun, {"--nnodes", "2", kWorker, "env"}, 1, options).at(0);
+  EXPECT_EQ(no_token.exit_code, 1) << no_token;
+  EXPECT_THAT(no_token.output, HasSubstr("a job of 2 nodes needs DISTGRAD_TOKEN set to the same secret on every node"))
+      << no_token;
+}
+
 TEST(DistgradRun, BadCommandLineIsAUsageError) {
   const ProcessResult result = launch({"--nprocs", "2", kWorker, "env"});
   EXPECT_EQ(result.exit_code, 2) << result;

@@ -7,6 +7,7 @@
 //   sleep       writes its pid to DIR/pid<rank>, then sleeps
 //   late        rank 1 starts its rendezvous 30 s late; the others wait for it 3 s at most
 //   rpc_fail_first  as rpc, but rank 3 fails at once on the first attempt
+//   progress    prints a line redrawn with '\r' (as a progress bar), then a last one
 #include <unistd.h>
 
 #include <chrono>
@@ -78,6 +79,10 @@ int main(int argc, char** argv) {
         }));
   }
   if (mode == "checkpoint") return checkpoint(dir);
+  if (mode == "progress") {
+    std::printf("step 1\rstep 2\rdone\n");
+    return 0;
+  }
   if (mode == "late") {
     if (env("RANK") == "1") std::this_thread::sleep_for(std::chrono::seconds(30));
     distgrad::rpc::RpcOptions options;
@@ -97,7 +102,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
-  std::fprintf(stderr, "launch_worker: unknown mode '%s' (env, rpc, rpc_fail_first, checkpoint, fail, sleep, late)\n",
+  std::fprintf(stderr,
+               "launch_worker: unknown mode '%s' (env, rpc, rpc_fail_first, checkpoint, fail, sleep, late, progress)\n",
                mode.c_str());
   return 2;
 }
