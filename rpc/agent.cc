@@ -1,12 +1,9 @@
 #include "rpc/agent.h"
 
-#include <arpa/inet.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <malloc.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,6 +22,8 @@
 #include "rpc/credentials.h"
 #include "rpc/executor.h"
 #include "rpc/frame.h"
+#include "rpc/job_store.h"
+#include "rpc/net_util.h"
 #include "rpc/rpc.h"
 
 namespace distgrad::rpc {
@@ -44,33 +43,6 @@ DISTGRAD_REMOTE_NAMED(ping, kPingFunction);
 std::string getenv_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
-}
-
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
-}
-
-// The local address this machine uses to reach `host` (the interface peers can reach us on).
-std::string local_address_towards(const std::string& host, int port) {
-  if (is_loopback(host)) return "127.0.0.1";
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  DISTGRAD_CHECK(fd >= 0, "init_rpc: cannot open a socket to find the local address");
-  sockaddr_in target{};
-  target.sin_family = AF_INET;
-  target.sin_port = htons(static_cast<uint16_t>(port));
-  std::string address = "127.0.0.1";
-  if (inet_pton(AF_INET, host.c_str(), &target.sin_addr) == 1 &&
-      connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0) {
-    sockaddr_in local{};
-    socklen_t length = sizeof local;
-    char buffer[INET_ADDRSTRLEN];
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
-        inet_ntop(AF_INET, &local.sin_addr, buffer, sizeof buffer) != nullptr) {
-      address = buffer;
-    }
-  }
-  close(fd);
-  return address;
 }
 
 // The hooks of install_call_hooks, and the agents to tell when they change.
@@ -165,10 +137,8 @@ struct Agent::Impl {
   const WorldInfo world;
   const std::string token;
   const TransportCredentials& credentials = transport_credentials();
-  std::string key_prefix;  // per job and restart, so restarts never see stale keys
   std::vector<std::string> names;
-  std::unique_ptr<StoreServer> store_server;  // rank 0, unless the launcher hosts it
-  std::unique_ptr<StoreClient> store_client;
+  std::shared_ptr<JobStore> store;  // shared with the process groups (Note [Job store])
   std::unique_ptr<Executor> executor;
   std::unique_ptr<WorkerService> service;
   std::unique_ptr<grpc::Server> server;
@@ -204,13 +174,8 @@ struct Agent::Impl {
     gate_changed.notify_all();
   }
 
-  std::string key(const std::string& name) const { return key_prefix + name; }
-
-  std::vector<std::string> rank_keys(const std::string& name) const {
-    std::vector<std::string> keys;
-    for (int rank = 0; rank < world.world_size; ++rank) keys.push_back(key(name + "/" + std::to_string(rank)));
-    return keys;
-  }
+  std::string key(const std::string& name) const { return store->key("rpc", name); }
+  std::vector<std::string> rank_keys(const std::string& name) const { return store->rank_keys("rpc", name); }
 
   // The ranks whose key among rank_keys(name) is in `missing`.
   std::vector<int> missing_ranks(const std::string& name, const std::vector<std::string>& missing) const {
@@ -247,7 +212,6 @@ struct Agent::Impl {
   }
 
   void start();
-  void check_security() const;
   void start_server();
   Peer& peer(int rank);
   void prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;
@@ -286,17 +250,9 @@ class Agent::Impl::WorkerService final : public wire::Worker::WithRawCallbackMet
   Impl& impl_;
 };
 
-void Agent::Impl::check_security() const {
-  const bool insecure = getenv_or("DISTGRAD_INSECURE", "0") == "1";
-  DISTGRAD_CHECK(!token.empty() || is_loopback(world.master_addr) || insecure,
-                 "init_rpc: MASTER_ADDR=", world.master_addr,
-                 " is not a loopback address and no job token is set; set DISTGRAD_TOKEN to the ",
-                 "same secret on every worker (distgrad-run does), or DISTGRAD_INSECURE=1 on a trusted network");
-}
-
 void Agent::Impl::start_server() {
   const bool loopback_only = token.empty() && getenv_or("DISTGRAD_INSECURE", "0") != "1";
-  const std::string bind_host = loopback_only || is_loopback(world.master_addr) ? "127.0.0.1" : "0.0.0.0";
+  const std::string bind_host = loopback_only || is_loopback_host(world.master_addr) ? "127.0.0.1" : "0.0.0.0";
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(bind_host + ":0", credentials.server, &port);
@@ -308,7 +264,7 @@ void Agent::Impl::start_server() {
   DISTGRAD_CHECK(server != nullptr && port > 0, "init_rpc: ", names[world.rank], " could not start its server on ",
                  bind_host);
   const std::string host = getenv_or("DISTGRAD_HOST", local_address_towards(world.master_addr, world.master_port));
-  store_client->set(key("address/" + std::to_string(world.rank)), host + ":" + std::to_string(port));
+  store->client().set(key("address/" + std::to_string(world.rank)), host + ":" + std::to_string(port));
 }
 
 void Agent::Impl::start() {
@@ -317,34 +273,18 @@ void Agent::Impl::start() {
     DISTGRAD_FAIL("init_rpc: the function name '", name, "' is registered twice (DISTGRAD_REMOTE); use ",
                   "DISTGRAD_REMOTE_NAMED to give one of them another name");
   }
-  check_security();
   for (int rank = 0; rank < world.world_size; ++rank) names.push_back(rpc::worker_name(rank, world.world_size));
-  // Note [Under torchrun]: torchrun's agent hosts its own (c10d) store at MASTER_PORT and says so
-  // with TORCHELASTIC_USE_AGENT_STORE=True; distgrad's Store then takes MASTER_PORT + 1 (hosted by
-  // rank 0), and torchrun's run id and restart count name the keys when distgrad's are not set.
-  const bool under_torchrun = getenv_or("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
-  const int store_port = world.master_port + (under_torchrun ? 1 : 0);
-  DISTGRAD_CHECK(store_port <= 65535,
-                 "init_rpc: under torchrun distgrad's Store takes MASTER_PORT + 1, but MASTER_PORT is ",
-                 world.master_port);
-  key_prefix = "rpc/" + getenv_or("DISTGRAD_RUN_ID", getenv_or("TORCHELASTIC_RUN_ID", "none")) + "/" +
-               getenv_or("DISTGRAD_RESTART_COUNT", getenv_or("TORCHELASTIC_RESTART_COUNT", "0")) + "/";
-  const std::string store_address = world.master_addr + ":" + std::to_string(store_port);
-  if (world.rank == 0 && getenv_or("DISTGRAD_USE_AGENT_STORE", "0") != "1") {
-    store_server = std::make_unique<StoreServer>(world.master_addr, store_port, token);
-  }
-  store_client = std::make_unique<StoreClient>(store_address, token, options.init_timeout);
-  store_client->wait_until_reachable(options.init_timeout);
+  store = JobStore::connect("init_rpc", options.init_timeout);
   executor = std::make_unique<Executor>(options.num_worker_threads, options.max_worker_threads);
   start_server();
   const std::vector<std::string> keys = rank_keys("address");
-  const std::vector<std::string> missing = store_client->wait_for(keys, options.init_timeout);
+  const std::vector<std::string> missing = store->client().wait_for(keys, options.init_timeout);
   if (!missing.empty()) {
     DISTGRAD_FAIL("init_rpc: ", names[world.rank], " waited ", seconds(options.init_timeout),
                   " for workers to start, and these did not: ", join_ranks(missing_ranks("address", missing)), " (of ",
                   world.world_size, ")");
   }
-  for (const std::string& address_key : keys) peer_addresses.push_back(store_client->get(address_key));
+  for (const std::string& address_key : keys) peer_addresses.push_back(store->client().get(address_key));
   peers.resize(world.world_size);
 }
 
@@ -489,14 +429,14 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
 }
 
 void Agent::Impl::wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what) {
-  store_client->set(key(name + "/" + std::to_string(world.rank)), "1");
+  store->client().set(key(name + "/" + std::to_string(world.rank)), "1");
   const std::vector<std::string> keys = rank_keys(name);
   const auto start = Clock::now();
   for (;;) {
     const auto left = timeout.count() > 0
                           ? std::chrono::duration_cast<std::chrono::milliseconds>(timeout - (Clock::now() - start))
                           : std::chrono::milliseconds(1000);
-    const std::vector<std::string> missing = store_client->wait_for(
+    const std::vector<std::string> missing = store->client().wait_for(
         keys, std::max(std::chrono::milliseconds(1), std::min(left, std::chrono::milliseconds(1000))));
     if (missing.empty()) return;
     const std::vector<int> ranks = missing_ranks(name, missing);
@@ -536,8 +476,7 @@ void Agent::Impl::stop() {
     std::lock_guard<std::mutex> lock(peers_mutex);
     peers.clear();
   }
-  store_client.reset();
-  store_server.reset();
+  store.reset();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -557,7 +496,7 @@ const std::string& Agent::worker_name(int rank) const {
                  impl_->world.world_size);
   return impl_->names[rank];
 }
-StoreClient& Agent::store() { return *impl_->store_client; }
+StoreClient& Agent::store() { return impl_->store->client(); }
 void install_call_hooks(CallHooks hooks) {
   auto shared = std::make_shared<const CallHooks>(std::move(hooks));
   {
@@ -626,8 +565,7 @@ void Agent::shutdown(bool graceful) {
     impl_->wait_for_calls();
     impl_->wait_for_everyone("drained", impl_->options.shutdown_timeout, "shutdown");
     // The Store's host leaves last, once everyone has read what they needed from it.
-    impl_->store_client->set(impl_->key("left/" + std::to_string(impl_->world.rank)), "1");
-    if (impl_->store_server) impl_->store_client->wait_for(impl_->rank_keys("left"), std::chrono::seconds(30));
+    impl_->store->leave("rpc", std::chrono::seconds(30));
   }
   impl_->stop();
 }

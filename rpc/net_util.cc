@@ -76,4 +76,26 @@ std::string join_host_port(std::string_view host, int port) {
   return detail::str_cat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":", port);
 }
 
+std::string local_address_towards(const std::string& host, int port) {
+  if (is_loopback_host(host)) return "127.0.0.1";
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  DISTGRAD_CHECK(fd >= 0, "local_address_towards: cannot open a socket: ", errno_message(errno));
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(port));
+  std::string address = "127.0.0.1";
+  if (::inet_pton(AF_INET, host.c_str(), &target.sin_addr) == 1 &&
+      ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0) {
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    char buffer[INET_ADDRSTRLEN];
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, buffer, sizeof buffer) != nullptr) {
+      address = buffer;
+    }
+  }
+  ::close(fd);
+  return address;
+}
+
 }  // namespace distgrad::rpc
