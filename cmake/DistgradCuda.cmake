@@ -2,11 +2,13 @@
 #   AUTO (default): CUDA on when nvcc and cuBLAS are found (also looks in /usr/local/cuda)
 #   ON: CUDA required; configure fails without it
 #   OFF: CPU only
-# Sets DISTGRAD_HAVE_CUDA. Architectures default to 90 (H100/H200); override with
+# Sets DISTGRAD_HAVE_CUDA, and DISTGRAD_HAVE_NCCL when NCCL is found beside CUDA (or in $NCCL_HOME):
+# the process groups' CUDA backend (ddp/). Architectures default to 90 (H100/H200); override with
 # -DCMAKE_CUDA_ARCHITECTURES=... ("native" fails on machines without a GPU).
 set(DISTGRAD_WITH_CUDA AUTO CACHE STRING "CUDA backend: AUTO, ON or OFF")
 set_property(CACHE DISTGRAD_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(DISTGRAD_HAVE_CUDA OFF)
+set(DISTGRAD_HAVE_NCCL OFF)
 
 if(NOT DISTGRAD_WITH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -33,5 +35,16 @@ if(NOT DISTGRAD_WITH_CUDA STREQUAL "OFF")
   if(NOT DISTGRAD_HAVE_CUDA AND DISTGRAD_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "DISTGRAD_WITH_CUDA=ON but no CUDA compiler with cuBLAS was found "
                         "(looked for nvcc on PATH and in /usr/local/cuda)")
+  endif()
+endif()
+
+if(DISTGRAD_HAVE_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(NCCL::nccl UNKNOWN IMPORTED)
+    set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    set(DISTGRAD_HAVE_NCCL ON)
   endif()
 endif()

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev libopenblas-dev nlohmann-json3-dev zlib1g-dev
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libgloo-dev
   dataset-fashion-mnist
   libgtest-dev libgmock-dev libbenchmark-dev
   valgrind clang-format clang libclang-rt-14-dev

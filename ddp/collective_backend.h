@@ -1,0 +1,56 @@
+// CollectiveBackend: what a ProcessGroup asks of a collective library (Gloo for CPU tensors,
+// NCCL for CUDA tensors). Internal to ddp/.
+//
+// The ProcessGroup checks every argument before it calls a backend (contiguous tensors of a
+// supported dtype on the backend's device, one output per rank of the right size), so a
+// backend only runs the collective. It runs them in the order they were called and finishes
+// each Work within the group's timeout: with an error when the collective failed or timed out,
+// after which every later collective fails at once (the backend is broken).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ddp/process_group.h"
+#include "ddp/work.h"
+
+namespace distgrad::rpc {
+class JobStore;
+}
+
+namespace distgrad::ddp {
+
+// What a backend needs to connect the ranks of one group.
+struct GroupSetup {
+  std::string group_name;  // "world", "group1", ...
+  int rank = 0;            // in the group
+  int size = 1;
+  std::chrono::milliseconds timeout{0};
+  rpc::JobStore* store = nullptr;  // outlives the backend (the group holds it)
+  std::string key_prefix;          // Store keys for this backend's rendezvous start with it
+};
+
+class CollectiveBackend {
+ public:
+  virtual ~CollectiveBackend() = default;
+  virtual const char* name() const = 0;
+
+  virtual void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work) = 0;
+  virtual void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work) = 0;
+  virtual void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work) = 0;
+  virtual void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                              std::shared_ptr<Work> work) = 0;
+  virtual void barrier(std::shared_ptr<Work> work) = 0;
+};
+
+// Gloo over TCP, for CPU tensors: connects the group's ranks (a full mesh) before returning.
+std::unique_ptr<CollectiveBackend> make_gloo_backend(const GroupSetup& setup);
+
+// NCCL, for CUDA tensors on `device`: one communicator for the group, its unique id passed
+// through the Store. Throws when distgrad was built without NCCL.
+std::unique_ptr<CollectiveBackend> make_nccl_backend(const GroupSetup& setup, int device);
+
+}  // namespace distgrad::ddp

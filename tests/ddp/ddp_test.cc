@@ -1,0 +1,50 @@
+// Process groups and DDP across real processes on loopback: each test runs a scenario of
+// ddp_worker (tests/ddp/ddp_worker.cc) as every rank of a world of 1, 2 or 4.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/rpc/multiprocess.h"
+
+#ifndef DISTGRAD_DDP_WORKER
+#error "DISTGRAD_DDP_WORKER must name the ddp_worker binary (tests/ddp/CMakeLists.txt)"
+#endif
+
+namespace distgrad::rpc::testing {
+namespace {
+
+std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_size) {
+  WorldOptions options;
+  options.env = {{"OMP_NUM_THREADS", "1"}};
+  options.timeout = std::chrono::seconds(120);
+  return run_world(DISTGRAD_DDP_WORKER, {scenario}, world_size, options);
+}
+
+void expect_scenario(const std::string& scenario, int world_size) {
+  const std::vector<ProcessResult> results = run_scenario(scenario, world_size);
+  for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << "\n" << describe(results);
+}
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, EveryOpDtypeAndUnevenSizeMatchesTheClosedForm) { expect_scenario("collectives", GetParam()); }
+TEST_P(Collectives, SubgroupsRunTheirOwnCollectives) { expect_scenario("subgroups", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
+
+TEST(CollectiveFailures, ARankDyingMidAllReduceFailsTheOthersBeforeTheTimeout) {
+  const std::vector<ProcessResult> results = run_scenario("rank_dies", 3);
+  for (const ProcessResult& result : results) {
+    if (result.rank == 1) {
+      EXPECT_EQ(result.exit_code, 3) << "\n" << describe(results);
+    } else {
+      EXPECT_TRUE(result.succeeded()) << "\n" << describe(results);
+    }
+  }
+}
+
+TEST(CollectiveFailures, ARankThatNeverJoinsFailsTheOthersAtTheTimeout) { expect_scenario("rank_stalls", 2); }
+
+}  // namespace
+}  // namespace distgrad::rpc::testing
