@@ -187,6 +187,9 @@ class GraphTask {
   TensorList captured_;
 };
 
+// The final callbacks of the backward pass running on this thread (Engine::queue_callback).
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
 }  // namespace
 
 TensorList Engine::execute(const std::vector<Edge>& roots, TensorList root_grads, const ExecuteOptions& options,
@@ -194,7 +197,24 @@ TensorList Engine::execute(const std::vector<Edge>& roots, TensorList root_grads
   DISTGRAD_CHECK(roots.size() == root_grads.size(), "Engine::execute: ", roots.size(), " roots but ", root_grads.size(),
                  " gradients");
   auto graph_root = std::make_shared<GraphRoot>(roots, std::move(root_grads));
-  return GraphTask(options, capture_edges).run(graph_root);
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* const outer_callbacks = std::exchange(current_callbacks, &callbacks);
+  struct RestoreCallbacks {
+    std::vector<std::function<void()>>* outer;
+    ~RestoreCallbacks() { current_callbacks = outer; }
+  } restore{outer_callbacks};
+  TensorList captured = GraphTask(options, capture_edges).run(graph_root);
+  for (size_t i = 0; i < callbacks.size(); ++i) {  // by index: a callback may queue more
+    std::function<void()> callback = std::move(callbacks[i]);
+    callback();
+  }
+  return captured;
+}
+
+void Engine::queue_callback(std::function<void()> callback) {
+  DISTGRAD_CHECK(current_callbacks != nullptr,
+                 "Engine::queue_callback: no backward pass is running on this thread (call it from a hook)");
+  current_callbacks->push_back(std::move(callback));
 }
 
 }  // namespace distgrad::autograd

@@ -35,6 +35,12 @@ class Engine {
   // Returns the gradients that arrived at `capture_edges` (one each; undefined where none did).
   static TensorList execute(const std::vector<Edge>& roots, TensorList root_grads, const ExecuteOptions& options,
                             const std::vector<Edge>& capture_edges = {});
+
+  // Queues `callback` to run on this thread once the backward pass running on it (the innermost
+  // execute) has run every node, before execute returns; callbacks may queue more. They do not
+  // run when the pass throws. DDP waits for its gradient all-reduces here (PyTorch's
+  // Variable._execution_engine.queue_callback). Throws outside a backward pass.
+  static void queue_callback(std::function<void()> callback);
 };
 
 }  // namespace distgrad::autograd

@@ -38,8 +38,9 @@ std::vector<int64_t> all_rows(const Tensor& inputs, const Tensor& targets) {
   return rows;
 }
 
-// `indices` permuted by a Fisher-Yates shuffle drawing from Generator(seed): see
-// Note [Deterministic shuffle]. (Generator has no randperm, hence the shuffle here.)
+}  // namespace
+
+// Generator has no randperm, hence the shuffle here.
 std::vector<int64_t> shuffled(std::vector<int64_t> indices, uint64_t seed) {
   Generator generator(seed);
   for (size_t remaining = indices.size(); remaining > 1; --remaining) {
@@ -49,8 +50,6 @@ std::vector<int64_t> shuffled(std::vector<int64_t> indices, uint64_t seed) {
   }
   return indices;
 }
-
-}  // namespace
 
 DataLoader::DataLoader(Tensor inputs, Tensor targets, DataLoaderOptions options)
     : DataLoader(inputs, targets, all_rows(inputs, targets), options) {}

@@ -34,6 +34,10 @@
 
 namespace distgrad::data {
 
+// `indices` permuted by a Fisher-Yates shuffle drawing from Generator(seed), the same on every
+// run and machine (Note [Deterministic shuffle]); the loaders and DistributedSampler use it.
+std::vector<int64_t> shuffled(std::vector<int64_t> indices, uint64_t seed);
+
 struct DataLoaderOptions {
   int64_t batch_size = 64;  // must be positive
   bool shuffle = false;     // a new order each epoch (see Note [Deterministic shuffle])

@@ -38,8 +38,8 @@ std::shared_ptr<JobStore> JobStore::connect(std::string_view caller, std::chrono
   if (world.rank == 0 && getenv_or("DISTGRAD_USE_AGENT_STORE", "0") != "1") {
     server = std::make_unique<StoreServer>(world.master_addr, port, token);
   }
-  std::shared_ptr<JobStore> store(new JobStore(world, std::move(token), join_host_port(world.master_addr, port),
-                                               std::move(server), timeout));
+  std::shared_ptr<JobStore> store(
+      new JobStore(world, std::move(token), join_host_port(world.master_addr, port), std::move(server), timeout));
   store->client_.wait_until_reachable(timeout);
   shared_store = store;
   return store;
@@ -63,7 +63,8 @@ std::string JobStore::key(std::string_view scope, std::string_view name) const {
 std::vector<std::string> JobStore::rank_keys(std::string_view scope, std::string_view name) const {
   std::vector<std::string> keys;
   keys.reserve(world_.world_size);
-  for (int rank = 0; rank < world_.world_size; ++rank) keys.push_back(key(scope, std::string(name) + "/" + std::to_string(rank)));
+  for (int rank = 0; rank < world_.world_size; ++rank)
+    keys.push_back(key(scope, std::string(name) + "/" + std::to_string(rank)));
   return keys;
 }
 

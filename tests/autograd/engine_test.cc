@@ -1,5 +1,7 @@
 // The backward engine and the autograd API: accumulation, graph retention, grad(), hooks,
 // grad mode, version checks, in-place ops, and every error by message.
+#include "autograd/engine.h"
+
 #include <cmath>
 
 #include "autograd/autograd.h"
@@ -257,6 +259,25 @@ TEST(Hooks, LeafHookPostAccumulateHookAndRemoval) {
   x.set_grad(Tensor());
   x.remove_hook(x.register_post_accumulate_grad_hook([](const Tensor&) {}));
   EXPECT_ERROR_CONTAINS(x.remove_hook(leaf_hook), "remove_hook: no hook with id");
+}
+
+TEST(Hooks, QueuedCallbacksRunAfterEveryNodeAndMayQueueMore) {
+  const Tensor x = leaf({1});
+  const Tensor y = leaf({2});
+  std::vector<std::string> order;
+  x.register_post_accumulate_grad_hook([&](const Tensor&) {
+    order.push_back("x");
+    autograd::Engine::queue_callback([&] {
+      order.push_back("first callback");
+      autograd::Engine::queue_callback([&] { order.push_back("second callback"); });
+    });
+  });
+  y.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("y"); });
+  (x * y * 3.0).sum().backward();
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[2], "first callback");
+  EXPECT_EQ(order[3], "second callback");
+  EXPECT_ERROR_CONTAINS(autograd::Engine::queue_callback([] {}), "no backward pass is running");
 }
 
 TEST(Hooks, RetainGradKeepsANonLeafGradient) {

@@ -30,6 +30,20 @@ class Collectives : public ::testing::TestWithParam<int> {};
 TEST_P(Collectives, EveryOpDtypeAndUnevenSizeMatchesTheClosedForm) { expect_scenario("collectives", GetParam()); }
 TEST_P(Collectives, SubgroupsRunTheirOwnCollectives) { expect_scenario("subgroups", GetParam()); }
 
+class DataParallel : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallel, GradientsEqualTheSingleProcessGradientsOfTheWholeBatch) {
+  expect_scenario("ddp_gradients", GetParam());
+}
+TEST_P(DataParallel, NoSyncAccumulatesLocallyThenAveragesTheSum) { expect_scenario("ddp_no_sync", GetParam()); }
+TEST_P(DataParallel, UnusedParametersAreNamedOrAveragedOverTheRanksThatUsedThem) {
+  expect_scenario("ddp_unused", GetParam());
+}
+TEST_P(DataParallel, BuffersFollowRankZeroAndAnotherModelIsRefused) { expect_scenario("ddp_buffers", GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DataParallel, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
 

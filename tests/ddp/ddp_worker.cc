@@ -8,11 +8,20 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "core/copy.h"
 #include "core/creation.h"
 #include "core/cuda.h"
+#include "core/random.h"
 #include "core/views.h"
+#include "ddp/distributed_data_parallel.h"
 #include "ddp/process_group.h"
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/sequential.h"
 #include "tests/ddp/worker_util.h"
 
 namespace distgrad::ddp::testing {
@@ -217,12 +226,194 @@ int rank_stalls() {
   return 0;
 }
 
+// --- DistributedDataParallel -------------------------------------------------------------
+
+constexpr int64_t kPerRank = 4;
+
+// A float64 MLP made from `seed`, so every rank (and the single-process reference) builds the
+// same one.
+std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed, int64_t hidden = 16) {
+  manual_seed(seed);
+  auto net = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(5, hidden), std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(hidden, 8),
+      std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(8, 3)});
+  net->to(kFloat64);
+  return net;
+}
+
+// The whole batch of a step (the same on every rank) and this rank's rows of it.
+struct Batch {
+  Tensor x, y;
+};
+Batch full_batch(int size, uint64_t seed) {
+  Generator generator(seed);
+  return {randn({kPerRank * size, 5}, {.dtype = kFloat64}, generator),
+          randn({kPerRank * size, 3}, {.dtype = kFloat64}, generator)};
+}
+Batch share(const Batch& batch, int rank) {
+  return {ops::narrow(batch.x, 0, rank * kPerRank, kPerRank), ops::narrow(batch.y, 0, rank * kPerRank, kPerRank)};
+}
+
+void check_grads_equal(nn::Module& found, nn::Module& expected, double tolerance, const std::string& what) {
+  const std::vector<Tensor> a = found.parameters(), b = expected.parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    require(a[i].grad().defined(), what, ": parameter ", i, " has no gradient");
+    const std::vector<double> x = a[i].grad().to_vector<double>(), y = b[i].grad().to_vector<double>();
+    for (size_t k = 0; k < x.size(); ++k)
+      require_near(x[k], y[k], tolerance, str(what, ": parameter ", i, "[", k, "]"));
+  }
+}
+
+// DDP gradients equal the single-process gradients of the whole batch (float64, 1e-6), with
+// one bucket per parameter and with the default buckets; the first bucket (the last layer's
+// bias) starts its all-reduce before the first layer's gradient exists.
+int ddp_gradients() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(60)});
+  const int rank = pg->rank(), size = pg->size();
+  for (const double cap : {1e-9, 25.0}) {
+    auto net = make_mlp(7);
+    if (rank > 0) {  // construction must overwrite other ranks' weights with rank 0's
+      autograd::NoGradGuard no_grad;
+      for (const Tensor& p : net->parameters()) ops::copy_(p, full_like(p, rank));
+    }
+    DistributedDataParallel ddp(*net, pg, {.bucket_cap_mb = cap, .first_bucket_cap_mb = cap});
+    auto reference = make_mlp(7);
+    const auto names = ddp.bucket_parameter_names();
+    require(names.front().front() == "4.bias", "the first bucket starts with ", names.front().front(),
+            ", expected the last registered parameter 4.bias");
+    require(cap > 1 ? names.size() == 1 : names.size() == 6, "expected ", cap > 1 ? 1 : 6, " buckets, found ",
+            names.size());
+    for (int step = 0; step < 2; ++step) {
+      const Batch batch = full_batch(size, 100 + step);
+      const Batch mine = share(batch, rank);
+      net->zero_grad();
+      nn::mse_loss(ddp.forward(mine.x), mine.y).backward();
+      reference->zero_grad();
+      nn::mse_loss(reference->forward(batch.x), batch.y).backward();
+      check_grads_equal(*net, *reference, 1e-6, str("DDP step ", step, " with bucket cap ", cap, " MB"));
+    }
+    if (cap < 1) {
+      const auto& timeline = ddp.last_backward();
+      require(timeline.bucket_launched.size() == 6, "expected 6 bucket launches, found ",
+              timeline.bucket_launched.size());
+      require(timeline.bucket_launched.front() < timeline.last_gradient,
+              "the first bucket's all-reduce did not start before backward produced its last gradient");
+      require(timeline.last_gradient <= timeline.finished, "the gradients were written back before the last one came");
+    }
+  }
+  say("DDP gradients equal the single-process ones in a world of ", size);
+  destroy_process_group();
+  return 0;
+}
+
+// Two micro-batches, the first under no_sync: the first leaves local gradients, the second
+// averages the sum, as a single process accumulating both whole batches.
+int ddp_no_sync() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(60)});
+  const int rank = pg->rank(), size = pg->size();
+  auto net = make_mlp(3);
+  DistributedDataParallel ddp(*net, pg);
+  auto reference = make_mlp(3), local = make_mlp(3);
+  const Batch first = full_batch(size, 1), second = full_batch(size, 2);
+  {
+    auto guard = ddp.no_sync();
+    nn::mse_loss(ddp.forward(share(first, rank).x), share(first, rank).y).backward();
+  }
+  nn::mse_loss(local->forward(share(first, rank).x), share(first, rank).y).backward();
+  check_grads_equal(*net, *local, 1e-12, "gradients under no_sync (local only)");
+  nn::mse_loss(ddp.forward(share(second, rank).x), share(second, rank).y).backward();
+  nn::mse_loss(reference->forward(first.x), first.y).backward();
+  nn::mse_loss(reference->forward(second.x), second.y).backward();
+  check_grads_equal(*net, *reference, 1e-6, "accumulated gradients after the synchronized step");
+  destroy_process_group();
+  return 0;
+}
+
+// A module with a branch only rank 0 uses and a layer nobody uses.
+struct Branchy : nn::Module {
+  Branchy() {
+    manual_seed(11);
+    trunk = register_module("trunk", std::make_shared<nn::Linear>(5, 3));
+    extra = register_module("extra", std::make_shared<nn::Linear>(3, 3));
+    never = register_module("never", std::make_shared<nn::Linear>(3, 3));
+    to(kFloat64);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = trunk->forward(x);
+    return use_extra ? extra->forward(h) : h;
+  }
+  std::shared_ptr<nn::Linear> trunk, extra, never;
+  bool use_extra = false;
+};
+
+int ddp_unused() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(20)});
+  const int rank = pg->rank(), size = pg->size();
+  const Batch mine = share(full_batch(size, 5), rank);
+  {
+    Branchy net;
+    DistributedDataParallel ddp(net, pg);
+    expect_error("a parameter without a gradient", "never.weight",
+                 [&] { nn::mse_loss(ddp.forward(mine.x), mine.y).backward(); });
+  }
+  Branchy net;
+  net.use_extra = rank == 0;
+  Tensor extra_local;
+  if (rank == 0) {  // rank 0's own gradient of `extra`, before DDP averages it
+    nn::mse_loss(net.forward(mine.x), mine.y).backward();
+    extra_local = net.extra->weight.grad().detach();
+    net.zero_grad();
+  }
+  DistributedDataParallel ddp(net, pg, {.find_unused_parameters = true});
+  nn::mse_loss(ddp.forward(mine.x), mine.y).backward();
+  require(!net.never->weight.grad().defined(), "a parameter no rank used got a gradient");
+  require(net.extra->weight.grad().defined(), "a parameter rank 0 used has no gradient on rank ", rank);
+  Tensor expected = rank == 0 ? ops::contiguous(extra_local) : zeros_like(net.extra->weight);
+  pg->broadcast(expected, 0);
+  const std::vector<double> found = net.extra->weight.grad().to_vector<double>(), local = expected.to_vector<double>();
+  for (size_t k = 0; k < found.size(); ++k) require_near(found[k], local[k] / size, 1e-9, str("extra.weight[", k, "]"));
+  say("find_unused_parameters passed");
+  destroy_process_group();
+  return 0;
+}
+
+// Buffers follow rank 0 at every forward; a rank with another model is refused by name.
+int ddp_buffers() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(20)});
+  const int rank = pg->rank();
+  nn::Sequential net({std::make_shared<nn::Linear>(5, 4), std::make_shared<nn::BatchNorm1d>(4)});
+  DistributedDataParallel ddp(net, pg);
+  net.eval();
+  {
+    autograd::NoGradGuard no_grad;
+    for (const auto& [name, buffer] : net.named_buffers()) ops::copy_(buffer, full_like(buffer, rank));
+  }
+  ddp.forward(randn({2, 5}));
+  for (const auto& [name, buffer] : net.named_buffers()) {
+    require(ops::to(buffer, kFloat64).to_vector<double>() == std::vector<double>(buffer.numel(), 0.0), "buffer ", name,
+            " does not hold rank 0's values after forward");
+  }
+  if (pg->size() > 1) {
+    auto other = make_mlp(1, rank == 1 ? 17 : 16);
+    expect_error("a rank with another model", "every rank must wrap the same model",
+                 [&] { DistributedDataParallel mismatched(*other, pg); });
+  }
+  destroy_process_group();
+  return 0;
+}
+
 }  // namespace
 }  // namespace distgrad::ddp::testing
 
 int main(int argc, char** argv) {
   using namespace distgrad::ddp::testing;
-  return run_scenario(
-      argc, argv,
-      {{"collectives", collectives}, {"subgroups", subgroups}, {"rank_dies", rank_dies}, {"rank_stalls", rank_stalls}});
+  return run_scenario(argc, argv,
+                      {{"collectives", collectives},
+                       {"subgroups", subgroups},
+                       {"rank_dies", rank_dies},
+                       {"rank_stalls", rank_stalls},
+                       {"ddp_gradients", ddp_gradients},
+                       {"ddp_no_sync", ddp_no_sync},
+                       {"ddp_unused", ddp_unused},
+                       {"ddp_buffers", ddp_buffers}});
 }
