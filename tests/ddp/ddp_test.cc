@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/cuda.h"
 #include "tests/rpc/multiprocess.h"
 
 #ifndef DISTGRAD_DDP_WORKER
@@ -59,6 +60,13 @@ TEST(CollectiveFailures, ARankDyingMidAllReduceFailsTheOthersBeforeTheTimeout) {
 }
 
 TEST(CollectiveFailures, ARankThatNeverJoinsFailsTheOthersAtTheTimeout) { expect_scenario("rank_stalls", 2); }
+
+// NCCL needs one GPU per rank: one rank on the machine's first GPU (the CPU tests cover the
+// multi-rank logic).
+TEST(Nccl, EveryCollectiveAndADdpStepOnCudaTensors) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  expect_scenario("nccl", 1);
+}
 
 }  // namespace
 }  // namespace distgrad::rpc::testing

@@ -402,6 +402,68 @@ int ddp_buffers() {
   return 0;
 }
 
+// NCCL on this rank's GPU (the device tool's machine has one GPU, so one rank): every
+// collective on CUDA tensors against the CPU group's result, then a DDP step on CUDA against
+// the CPU reference. Skips (exit 0 with a message) without a GPU.
+int nccl() {
+  if (!cuda::is_available()) {
+    say("no CUDA device: skipped");
+    return 0;
+  }
+  const Device gpu = Device::cuda(rpc::world_info().local_rank);
+  auto pg = init_process_group({.timeout = seconds(60)});
+  const int rank = pg->rank(), size = pg->size();
+  for (DType dtype : {kFloat32, kFloat64, kInt64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
+      if (op == ReduceOp::kAvg && dtype == kInt64) continue;
+      Tensor tensor = ops::to(rank_values(rank, 1001, dtype), gpu);
+      pg->all_reduce(tensor, op);
+      std::vector<double> expected(1001);
+      for (int64_t i = 0; i < 1001; ++i) expected[i] = reduced(op, size, i);
+      check_values(tensor, expected, str("NCCL all_reduce(", to_string(op), ") of ", dtype_name(dtype)));
+    }
+  }
+  require(pg->backend_name() == "gloo+nccl", "backend_name: expected gloo+nccl, found ", pg->backend_name());
+  Tensor broadcast = ops::to(rank_values(rank, 5, kFloat64), gpu);
+  pg->broadcast(broadcast, size - 1);
+  check_values(broadcast, rank_values(size - 1, 5, kFloat64).to_vector<double>(), "NCCL broadcast");
+  std::vector<Tensor> gathered;
+  for (int r = 0; r < size; ++r) gathered.push_back(zeros({r + 1}, {.dtype = kInt64, .device = gpu}));
+  pg->all_gather(gathered, ops::to(rank_values(rank, rank + 1, kInt64), gpu));
+  for (int r = 0; r < size; ++r) {
+    check_values(gathered[r], rank_values(r, r + 1, kFloat64).to_vector<double>(), str("NCCL all_gather ", r));
+  }
+  std::vector<Tensor> shares;
+  for (int j = 0; j < size; ++j) shares.push_back(ops::to(rank_values(rank, j + 2, kFloat32), gpu));
+  Tensor mine = zeros({rank + 2}, {.device = gpu});
+  pg->reduce_scatter(mine, shares);
+  std::vector<double> expected(rank + 2);
+  for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(ReduceOp::kSum, size, i);
+  check_values(mine, expected, "NCCL reduce_scatter");
+  std::vector<std::shared_ptr<Work>> works;
+  std::vector<Tensor> tensors;
+  for (int k = 0; k < 16; ++k) {
+    tensors.push_back(full({1 << 16}, k, {.device = gpu}));
+    works.push_back(pg->all_reduce_async(tensors.back()));
+  }
+  works.push_back(pg->barrier_async());
+  for (auto& work : works) work->wait();
+  for (int k = 0; k < 16; ++k) check_values(ops::narrow(tensors[k], 0, 7, 1), {double(k * size)}, "NCCL async");
+
+  auto net = make_mlp(7);
+  net->to(gpu);
+  DistributedDataParallel ddp(*net, pg, {.bucket_cap_mb = 1e-9, .first_bucket_cap_mb = 1e-9});
+  auto reference = make_mlp(7);
+  const Batch batch = full_batch(size, 100);
+  const Batch local = share(batch, rank);
+  nn::mse_loss(ddp.forward(ops::to(local.x, gpu)), ops::to(local.y, gpu)).backward();
+  nn::mse_loss(reference->forward(batch.x), batch.y).backward();
+  check_grads_equal(*net, *reference, 1e-6, "DDP on CUDA against the CPU reference");
+  say("NCCL passed in a world of ", size);
+  destroy_process_group();
+  return 0;
+}
+
 }  // namespace
 }  // namespace distgrad::ddp::testing
 
@@ -415,5 +477,6 @@ int main(int argc, char** argv) {
                        {"ddp_gradients", ddp_gradients},
                        {"ddp_no_sync", ddp_no_sync},
                        {"ddp_unused", ddp_unused},
-                       {"ddp_buffers", ddp_buffers}});
+                       {"ddp_buffers", ddp_buffers},
+                       {"nccl", nccl}});
 }
