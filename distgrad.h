@@ -18,6 +18,7 @@
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/distributed_sampler.h"
 #include "ddp/process_group.h"
+#include "ddp/sync_batch_norm.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/conv2d.h"

@@ -54,21 +54,26 @@ Tensor BatchNorm::forward(const Tensor& input) {
 
   Tensor normalized;
   if (is_training() || !options_.track_running_stats) {
-    const int64_t count = input.numel() / num_features_;
-    DISTGRAD_CHECK(!is_training() || count > 1, name(),
+    const BatchStatistics statistics = batch_statistics(input, dims);
+    DISTGRAD_CHECK(!is_training() || statistics.count > 1, name(),
                    ": expected more than 1 value per channel when training, found input of shape ",
                    shape_str(input.sizes()));
-    const Tensor mean = distgrad::mean(input, dims, /*keepdim=*/true);
-    const Tensor centered = input - mean;
-    const Tensor var = distgrad::mean(centered * centered, dims, /*keepdim=*/true);  // biased
-    normalized = centered * rsqrt(var + options_.eps);
-    if (is_training() && options_.track_running_stats) update_running_stats(mean, var, count);
+    normalized = (input - statistics.mean) * rsqrt(statistics.var + options_.eps);
+    if (is_training() && options_.track_running_stats) {
+      update_running_stats(statistics.mean, statistics.var, statistics.count);
+    }
   } else {
     normalized =
         (input - reshape(running_mean, channel_shape)) * rsqrt(reshape(running_var, channel_shape) + options_.eps);
   }
   if (!options_.affine) return normalized;
   return normalized * reshape(weight, channel_shape) + reshape(bias, channel_shape);
+}
+
+BatchNorm::BatchStatistics BatchNorm::batch_statistics(const Tensor& input, const Shape& dims) {
+  const Tensor mean = distgrad::mean(input, dims, /*keepdim=*/true);
+  const Tensor centered = input - mean;
+  return {mean, distgrad::mean(centered * centered, dims, /*keepdim=*/true), input.numel() / num_features_};
 }
 
 void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count) {

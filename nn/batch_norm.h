@@ -53,6 +53,16 @@ class BatchNorm : public Module {
   BatchNorm(std::string kind, int64_t min_dim, int64_t max_dim, int64_t num_features, BatchNormOptions options,
             TensorOptions tensor_options);
 
+  // The statistics of a training batch, per channel, shaped [1, C, 1, ...]: its mean, its biased
+  // variance and the number of values per channel. `dims` are the dims they reduce (all but 1).
+  // SyncBatchNorm overrides this to take them over every rank's batch.
+  struct BatchStatistics {
+    Tensor mean;
+    Tensor var;
+    int64_t count;
+  };
+  virtual BatchStatistics batch_statistics(const Tensor& input, const Shape& dims);
+
  private:
   void update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count);
 

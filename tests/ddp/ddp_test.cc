@@ -40,6 +40,9 @@ TEST_P(DataParallel, NoSyncAccumulatesLocallyThenAveragesTheSum) { expect_scenar
 TEST_P(DataParallel, UnusedParametersAreNamedOrAveragedOverTheRanksThatUsedThem) {
   expect_scenario("ddp_unused", GetParam());
 }
+TEST_P(DataParallel, SyncBatchNormGivesTheWholeBatchGradientsAndStatistics) {
+  expect_scenario("sync_batch_norm", GetParam());
+}
 TEST_P(DataParallel, BuffersFollowRankZeroAndAnotherModelIsRefused) { expect_scenario("ddp_buffers", GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DataParallel, ::testing::Values(1, 2, 4),

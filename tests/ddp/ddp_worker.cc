@@ -17,6 +17,7 @@
 #include "core/views.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/process_group.h"
+#include "ddp/sync_batch_norm.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/linear.h"
@@ -402,6 +403,39 @@ int ddp_buffers() {
   return 0;
 }
 
+// SyncBatchNorm in DDP: gradients and running statistics equal BatchNorm's on the whole batch.
+int sync_batch_norm() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(60)});
+  const int rank = pg->rank(), size = pg->size();
+  manual_seed(21);
+  nn::Sequential net({std::make_shared<nn::Linear>(5, 4, true, TensorOptions{.dtype = kFloat64}),
+                      std::make_shared<SyncBatchNorm>(4, nn::BatchNormOptions{}, TensorOptions{.dtype = kFloat64}),
+                      std::make_shared<nn::Tanh>(),
+                      std::make_shared<nn::Linear>(4, 3, true, TensorOptions{.dtype = kFloat64})});
+  manual_seed(21);
+  nn::Sequential reference(
+      {std::make_shared<nn::Linear>(5, 4, true, TensorOptions{.dtype = kFloat64}),
+       std::make_shared<nn::BatchNorm1d>(4, nn::BatchNormOptions{}, TensorOptions{.dtype = kFloat64}),
+       std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(4, 3, true, TensorOptions{.dtype = kFloat64})});
+  DistributedDataParallel ddp(net, pg);
+  for (int step = 0; step < 2; ++step) {
+    const Batch batch = full_batch(size, 40 + step);
+    const Batch mine = share(batch, rank);
+    net.zero_grad();
+    nn::mse_loss(ddp.forward(mine.x), mine.y).backward();
+    reference.zero_grad();
+    nn::mse_loss(reference.forward(batch.x), batch.y).backward();
+    check_grads_equal(net, reference, 1e-6, str("SyncBatchNorm step ", step));
+  }
+  const nn::ParamDict buffers = net.named_buffers(), expected = reference.named_buffers();
+  for (const auto& [name, buffer] : buffers) {
+    check_values(buffer, ops::to(expected.at(name), kFloat64).to_vector<double>(), "running statistic " + name);
+  }
+  say("SyncBatchNorm passed in a world of ", size);
+  destroy_process_group();
+  return 0;
+}
+
 // NCCL on this rank's GPU (the device tool's machine has one GPU, so one rank): every
 // collective on CUDA tensors against the CPU group's result, then a DDP step on CUDA against
 // the CPU reference. Skips (exit 0 with a message) without a GPU.
@@ -478,5 +512,6 @@ int main(int argc, char** argv) {
                        {"ddp_no_sync", ddp_no_sync},
                        {"ddp_unused", ddp_unused},
                        {"ddp_buffers", ddp_buffers},
-                       {"nccl", nccl}});
+                       {"nccl", nccl},
+                       {"sync_batch_norm", sync_batch_norm}});
 }
