@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "distgrad.h"
+#include "examples/fashion_mnist_models.h"
 
 ABSL_FLAG(std::string, mode, "allreduce", "allreduce or ddp_step");
 ABSL_FLAG(std::string, sizes, "1024,16384,262144,1048576,4194304,16777216,67108864",
@@ -97,18 +98,9 @@ int run_allreduce(dg::ddp::ProcessGroup& pg, int warmup, int iters) {
   return 0;
 }
 
+// The MLP (784-256-256-10), or the CNN of the Fashion-MNIST examples.
 std::shared_ptr<nn::Sequential> build_model(const std::string& name) {
-  if (name == "mlp") {
-    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-  }
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 32, 3, nn::Conv2dOptions{.padding = 1}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(32, 64, 3, nn::Conv2dOptions{.padding = 1}),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
-      std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(128, 10)});
+  return name == "mlp" ? examples::fashion_mnist_mlp(256, 256) : examples::fashion_mnist_cnn();
 }
 
 int run_ddp_step(const std::shared_ptr<dg::ddp::ProcessGroup>& pg, int warmup, int iters) {

@@ -33,6 +33,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "distgrad.h"
+#include "examples/fashion_mnist_models.h"
 #include "examples/progress.h"
 
 ABSL_FLAG(std::string, model, "cnn", "mlp or cnn");
@@ -59,19 +60,8 @@ constexpr int64_t kTestBatch = 1000;
 
 // The networks of fashion_mnist_train.
 std::shared_ptr<nn::Sequential> make_model(const std::string& kind) {
-  if (kind == "mlp") {
-    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(256, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
-  }
-  if (kind == "cnn") {
-    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Conv2d>(1, 32, 3, nn::Conv2dOptions{.padding = 1}), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(32, 64, 3, nn::Conv2dOptions{.padding = 1}),
-        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
-        std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(128, 10)});
-  }
+  if (kind == "mlp") return examples::fashion_mnist_mlp();
+  if (kind == "cnn") return examples::fashion_mnist_cnn();
   std::fprintf(stderr, "ddp_fashion_mnist: --model must be mlp or cnn, found '%s'\n", kind.c_str());
   std::exit(2);
 }

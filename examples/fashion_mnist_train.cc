@@ -21,13 +21,9 @@
 #include "core/safetensors.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
+#include "examples/fashion_mnist_models.h"
 #include "examples/progress.h"
-#include "nn/activation.h"
-#include "nn/conv2d.h"
-#include "nn/flatten.h"
-#include "nn/linear.h"
 #include "nn/loss.h"
-#include "nn/pooling.h"
 #include "nn/sequential.h"
 #include "optim/adam.h"
 
@@ -47,19 +43,8 @@ namespace nn = distgrad::nn;
 namespace {
 
 std::shared_ptr<nn::Sequential> make_model(const std::string& kind) {
-  if (kind == "mlp") {
-    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(256, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
-  }
-  if (kind == "cnn") {
-    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Conv2d>(1, 32, 3, nn::Conv2dOptions{.padding = 1}), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Conv2d>(32, 64, 3, nn::Conv2dOptions{.padding = 1}),
-        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
-        std::make_shared<nn::Linear>(64 * 7 * 7, 128), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(128, 10)});
-  }
+  if (kind == "mlp") return examples::fashion_mnist_mlp();
+  if (kind == "cnn") return examples::fashion_mnist_cnn();
   std::fprintf(stderr, "fashion_mnist_train: --model must be mlp or cnn, found '%s'\n", kind.c_str());
   std::exit(2);
 }

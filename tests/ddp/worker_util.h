@@ -1,5 +1,6 @@
 // For the ranks of the ddp multi-process tests (run by run_world of tests/rpc/multiprocess.h):
-// checks that name the rank, and the main that runs a named scenario.
+// scenario.h's checks, with messages that name the rank (these ranks run no RPC agent, which
+// scenario.h's messages ask for their worker name), and the main that runs a named scenario.
 //
 //   int main(int argc, char** argv) { return run_scenario(argc, argv, scenarios()); }
 //
@@ -11,26 +12,17 @@
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
 #include "rpc/world.h"
+#include "tests/rpc/scenario.h"  // Failure, str, require
 
 namespace distgrad::ddp::testing {
 
-class Failure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-template <typename... Parts>
-std::string str(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
+using rpc::testing::Failure;
+using rpc::testing::require;
+using rpc::testing::str;
 
 // Prints "[rank N] parts..." as one line.
 template <typename... Parts>
@@ -38,11 +30,6 @@ void say(const Parts&... parts) {
   const std::string line = str("[rank ", rpc::world_info().rank, "] ", parts..., "\n");
   std::fputs(line.c_str(), stdout);
   std::fflush(stdout);
-}
-
-template <typename... Parts>
-void require(bool condition, const Parts&... parts) {
-  if (!condition) throw Failure(str(parts...));
 }
 
 inline void require_near(double found, double expected, double tolerance, const std::string& what) {
