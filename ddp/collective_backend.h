@@ -8,8 +8,11 @@
 // after which every later collective fails at once (the backend is broken).
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,16 +36,25 @@ struct GroupSetup {
   std::string key_prefix;          // Store keys for this backend's rendezvous start with it
 };
 
+// What every rank must pass alike to one collective: its kind, the dtype, the op or root, and a
+// hash of the element counts (Note [Checking that the ranks agree] in ddp/process_group.cc).
+using CallSignature = std::array<int64_t, 4>;
+// A signature to check before the collective, or nullopt to skip the check.
+using Verify = std::optional<CallSignature>;
+
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
   virtual const char* name() const = 0;
 
-  virtual void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work) = 0;
-  virtual void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work) = 0;
-  virtual void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work) = 0;
+  // `verify`: first check that every rank passed the same signature (a backend that cannot be
+  // crashed by a mismatch may ignore it; NCCL's watchdog times such a collective out).
+  virtual void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, Verify verify) = 0;
+  virtual void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, Verify verify) = 0;
+  virtual void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work,
+                          Verify verify) = 0;
   virtual void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                              std::shared_ptr<Work> work) = 0;
+                              std::shared_ptr<Work> work, Verify verify) = 0;
   virtual void barrier(std::shared_ptr<Work> work) = 0;
 };
 

@@ -18,6 +18,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -138,8 +139,8 @@ class GlooBackend final : public CollectiveBackend {
 
   const char* name() const override { return "gloo"; }
 
-  void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work) override {
-    enqueue(std::move(work), [this, tensor, op] {
+  void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, Verify verify) override {
+    enqueue(std::move(work), verify, [this, tensor, op] {
       if (tensor.numel() == 0) return;
       with_type(tensor.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -154,8 +155,8 @@ class GlooBackend final : public CollectiveBackend {
     });
   }
 
-  void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work) override {
-    enqueue(std::move(work), [this, tensor, root] {
+  void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, Verify verify) override {
+    enqueue(std::move(work), verify, [this, tensor, root] {
       if (tensor.numel() == 0 || setup_.size == 1) return;
       with_type(tensor.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -169,8 +170,9 @@ class GlooBackend final : public CollectiveBackend {
     });
   }
 
-  void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work) override {
-    enqueue(std::move(work), [this, outputs, input] {
+  void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work,
+                  Verify verify) override {
+    enqueue(std::move(work), verify, [this, outputs, input] {
       std::vector<size_t> counts;
       for (const Tensor& output : outputs) counts.push_back(static_cast<size_t>(output.numel()));
       const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
@@ -197,9 +199,9 @@ class GlooBackend final : public CollectiveBackend {
   // Note [Reduce-scatter on Gloo]: Gloo's reduce-scatter algorithm takes float only and equal
   // shares, so this all-reduces the concatenated inputs and keeps this rank's share: twice the
   // bytes of a ring reduce-scatter, but any dtype and uneven shares.
-  void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                      std::shared_ptr<Work> work) override {
-    enqueue(std::move(work), [this, output, inputs, op] {
+  void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, std::shared_ptr<Work> work,
+                      Verify verify) override {
+    enqueue(std::move(work), verify, [this, output, inputs, op] {
       const size_t element = output.element_size();
       size_t total = 0, offset_of_mine = 0;
       for (size_t r = 0; r < inputs.size(); ++r) {
@@ -229,7 +231,7 @@ class GlooBackend final : public CollectiveBackend {
   }
 
   void barrier(std::shared_ptr<Work> work) override {
-    enqueue(std::move(work), [this] {
+    enqueue(std::move(work), std::nullopt, [this] {
       gloo::BarrierOptions options(context_);
       options.setTag(next_tag());
       options.setTimeout(setup_.timeout);
@@ -240,13 +242,44 @@ class GlooBackend final : public CollectiveBackend {
  private:
   struct Task {
     std::shared_ptr<Work> work;
+    Verify verify;
     std::function<void()> collective;
   };
 
-  void enqueue(std::shared_ptr<Work> work, std::function<void()> collective) {
+  // A mismatch the ranks agree on: the collective did not run, and the group stays usable.
+  struct Mismatch : Error {
+    using Error::Error;
+  };
+
+  void enqueue(std::shared_ptr<Work> work, Verify verify, std::function<void()> collective) {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    queue_.push_back({std::move(work), std::move(collective)});
+    queue_.push_back({std::move(work), verify, std::move(collective)});
     queue_changed_.notify_all();
+  }
+
+  // Note [Checking that the ranks agree]: one all-reduce (max) of the signature and its
+  // negation gives every rank the largest and smallest value of each field, so every rank sees
+  // a mismatch alike, before Gloo would receive a message larger than the buffer it posted
+  // (which aborts the process from Gloo's own thread).
+  void check_signature(const CallSignature& signature) {
+    std::array<int64_t, 8> extremes{};
+    for (size_t i = 0; i < signature.size(); ++i) {
+      extremes[i] = signature[i];
+      extremes[i + 4] = -signature[i];
+    }
+    gloo::AllreduceOptions options(context_);
+    options.setOutput(extremes.data(), extremes.size());
+    options.setReduceFunction(reduce_function<int64_t>(ReduceOp::kMax));
+    options.setTag(next_tag());
+    options.setTimeout(setup_.timeout);
+    gloo::allreduce(options);
+    static constexpr const char* kFields[] = {"collective", "dtype", "op or root", "element counts"};
+    for (size_t i = 0; i < signature.size(); ++i) {
+      if (extremes[i] != -extremes[i + 4]) {
+        throw Mismatch(std::string("the ranks did not pass the same ") + kFields[i] +
+                       (i == 3 ? " (tensor sizes differ between ranks)" : "") + "; nothing was sent");
+      }
+    }
   }
 
   uint32_t next_tag() { return tag_++; }
@@ -274,8 +307,11 @@ class GlooBackend final : public CollectiveBackend {
         continue;
       }
       try {
+        if (task.verify) check_signature(*task.verify);
         task.collective();
         task.work->finish();
+      } catch (const Mismatch& error) {
+        task.work->finish(std::make_exception_ptr(Error(task.work->description() + " failed: " + error.what())));
       } catch (const std::exception& error) {
         first_failure_ = task.work->description() + " failed: " + explain(error.what());
         task.work->finish(std::make_exception_ptr(Error(first_failure_)));

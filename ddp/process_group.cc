@@ -42,6 +42,16 @@ void check_reduce_op(const Tensor& tensor, ReduceOp op, const char* name) {
                  ": avg needs a float32 or float64 tensor, found int64 (use sum and divide)");
 }
 
+// A hash of element counts, for CallSignature (Note [Checking that the ranks agree]).
+int64_t counts_hash(const std::vector<Tensor>& tensors) {
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the counts
+  for (const Tensor& tensor : tensors) {
+    hash ^= static_cast<uint64_t>(tensor.numel());
+    hash *= 1099511628211ULL;
+  }
+  return static_cast<int64_t>(hash >> 1);
+}
+
 std::mutex default_group_mutex;
 std::shared_ptr<ProcessGroup> default_group;  // guarded by default_group_mutex
 
@@ -117,12 +127,19 @@ std::shared_ptr<Work> ProcessGroup::new_work(std::string what) const {
       Work::Clock::now() + options_.timeout + kWaitMargin);
 }
 
-std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
+std::optional<CallSignature> ProcessGroup::verify(CallSignature signature, CallCheck check) const {
+  if (!options_.check_calls || check == CallCheck::kSkip || size() == 1) return std::nullopt;
+  return signature;
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op, CallCheck check) {
   check_tensor(tensor, "all_reduce", "the tensor");
   check_reduce_op(tensor, op, "all_reduce");
   CollectiveBackend& backend = backend_for(tensor.device(), "all_reduce");
   auto work = new_work("all_reduce(" + std::string(to_string(op)) + ") of " + shape_of(tensor));
-  backend.all_reduce(tensor, op, work);
+  backend.all_reduce(
+      tensor, op, work,
+      verify({1, static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op), tensor.numel()}, check));
   return work;
 }
 
@@ -132,7 +149,8 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int ro
                  size(), ")");
   CollectiveBackend& backend = backend_for(tensor.device(), "broadcast");
   auto work = new_work("broadcast from rank " + std::to_string(root) + " of " + shape_of(tensor));
-  backend.broadcast(tensor, root, work);
+  backend.broadcast(tensor, root, work,
+                    verify({2, static_cast<int64_t>(tensor.dtype()), root, tensor.numel()}, CallCheck::kAsConfigured));
   return work;
 }
 
@@ -147,7 +165,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& 
                  outputs[rank_].numel(), " elements, the input ", input.numel());
   CollectiveBackend& backend = backend_for(input.device(), "all_gather");
   auto work = new_work("all_gather of " + shape_of(input));
-  backend.all_gather(outputs, input, work);
+  backend.all_gather(
+      outputs, input, work,
+      verify({3, static_cast<int64_t>(input.dtype()), 0, counts_hash(outputs)}, CallCheck::kAsConfigured));
   return work;
 }
 
@@ -164,7 +184,10 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, c
                  " elements, inputs[", rank_, "] (this rank's share) ", inputs[rank_].numel());
   CollectiveBackend& backend = backend_for(output.device(), "reduce_scatter");
   auto work = new_work("reduce_scatter(" + std::string(to_string(op)) + ") into " + shape_of(output));
-  backend.reduce_scatter(output, inputs, op, work);
+  backend.reduce_scatter(
+      output, inputs, op, work,
+      verify({4, static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op), counts_hash(inputs)},
+             CallCheck::kAsConfigured));
   return work;
 }
 

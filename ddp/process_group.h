@@ -24,9 +24,12 @@
 // group is then unusable: later collectives fail at once, naming that first failure.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,7 +62,15 @@ struct ProcessGroupOptions {
   Backend backend = Backend::kAuto;
   // Bounds the rendezvous and every collective (0 is not allowed: every wait has a bound).
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // Before each collective on CPU tensors, check with one small all-reduce that every rank passed
+  // the same dtype, sizes and op or root: a mismatch then fails that collective on every rank,
+  // naming what differs, instead of crashing the process inside Gloo. Costs a round trip per
+  // collective; DistributedDataParallel's bucket all-reduces skip it (CallCheck::kSkip).
+  bool check_calls = true;
 };
+
+// Whether one collective runs the check of ProcessGroupOptions::check_calls.
+enum class CallCheck { kAsConfigured, kSkip };
 
 class ProcessGroup {
  public:
@@ -83,7 +94,8 @@ class ProcessGroup {
 
   // Combines `tensor` across the group with `op`, in place on every rank.
   void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) { all_reduce_async(tensor, op)->wait(); }
-  std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                                         CallCheck check = CallCheck::kAsConfigured);
 
   // Copies rank `root`'s tensor into every other rank's.
   void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
@@ -115,6 +127,8 @@ class ProcessGroup {
   // The backend for tensors on `device` (made on first use for CUDA), checking the choice.
   CollectiveBackend& backend_for(Device device, const char* op);
   std::shared_ptr<Work> new_work(std::string what) const;
+  // The signature to check before a collective (nullopt: no check; see check_calls).
+  std::optional<std::array<int64_t, 4>> verify(std::array<int64_t, 4> signature, CallCheck check) const;
 
   const std::string name_;
   const int rank_;

@@ -62,6 +62,10 @@ TEST(CollectiveFailures, ARankDyingMidAllReduceFailsTheOthersBeforeTheTimeout) {
   }
 }
 
+TEST(CollectiveFailures, RanksPassingDifferentSizesDtypesOrRootsFailAlikeAndTheGroupGoesOn) {
+  expect_scenario("mismatched_sizes", 3);
+}
+
 TEST(CollectiveFailures, ARankThatNeverJoinsFailsTheOthersAtTheTimeout) { expect_scenario("rank_stalls", 2); }
 
 // NCCL needs one GPU per rank: one rank on the machine's first GPU (the CPU tests cover the

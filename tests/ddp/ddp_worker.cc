@@ -211,6 +211,29 @@ int rank_dies() {
   return 0;
 }
 
+// The ranks pass tensors of different sizes: an error on every rank within the timeout, never
+// a hang or a crash.
+int mismatched_sizes() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(3)});
+  Tensor t = ones({1000 + 3 * pg->rank()});
+  const auto start = std::chrono::steady_clock::now();
+  expect_error("all_reduce of different sizes", "all_reduce(sum) of float32", [&] { pg->all_reduce(t); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  require(waited < 15, "the mismatch was reported after ", waited, " s");
+  expect_error("all_reduce of different dtypes", "the same dtype",
+               [&] { pg->all_reduce(pg->rank() == 0 ? ones({4}, {.dtype = kFloat64}) : ones({4})); });
+  expect_error("broadcast from different roots", "the same op or root",
+               [&] { pg->broadcast(ones({4}), pg->rank() == 0 ? 0 : 1); });
+  std::vector<Tensor> outputs;
+  for (int r = 0; r < pg->size(); ++r) outputs.push_back(zeros({r == pg->rank() ? 2 : 2 + pg->rank()}));
+  expect_error("all_gather with outputs of different sizes", "the same element counts",
+               [&] { pg->all_gather(outputs, ones({2})); });
+  Tensor same = ones({5});
+  pg->all_reduce(same);  // the group is still usable
+  check_values(same, std::vector<double>(5, pg->size()), "all_reduce after the mismatches");
+  return 0;
+}
+
 // Rank 1 stays alive but never joins the all-reduce: the others fail at the timeout.
 int rank_stalls() {
   auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(2)});
@@ -513,5 +536,6 @@ int main(int argc, char** argv) {
                        {"ddp_unused", ddp_unused},
                        {"ddp_buffers", ddp_buffers},
                        {"nccl", nccl},
-                       {"sync_batch_norm", sync_batch_norm}});
+                       {"sync_batch_norm", sync_batch_norm},
+                       {"mismatched_sizes", mismatched_sizes}});
 }
