@@ -1,6 +1,7 @@
 // The DDP benchmark, distgrad's side (bench/peer/ddp_torch.py is PyTorch's, on gloo; both print
 // the same rows, and bench/run_ddp_bench.py runs them alternately):
-//   --mode allreduce: all_reduce (sum) of float32 tensors of each --sizes byte count (default
+//   --mode allreduce: all_reduce (sum; with --nocheck_calls, without the ranks' agreement check)
+//     of float32 tensors of each --sizes byte count (default
 //     1 KB .. 64 MB), timed one call at a time after a barrier (sizes >= 16 MB run
 //     max(5, iters / 4) iterations); rank 0 prints {"bench": "allreduce", "impl":
 //     "distgrad-gloo", "world", "bytes", "median_ms", "busbw_gbps", "iters"}, the bus bandwidth
@@ -33,6 +34,9 @@ ABSL_FLAG(std::string, sizes, "1024,16384,262144,1048576,4194304,16777216,671088
           "allreduce: comma-separated byte counts");
 ABSL_FLAG(std::string, model, "mlp", "ddp_step: mlp or cnn");
 ABSL_FLAG(int, batch, 64, "ddp_step: samples per rank");
+ABSL_FLAG(bool, check_calls, true,
+          "ProcessGroupOptions::check_calls: check before each collective that the ranks agree (DDP's buckets skip "
+          "it either way)");
 ABSL_FLAG(int, warmup, -1, "untimed calls first (default 3 for allreduce, 5 for ddp_step)");
 ABSL_FLAG(int, iters, -1, "timed calls (default 20 for allreduce, 50 for ddp_step)");
 
@@ -88,9 +92,10 @@ int run_allreduce(dg::ddp::ProcessGroup& pg, int warmup, int iters) {
     const double median = quantile(samples, 0.5);
     if (pg.rank() == 0) {
       std::printf(
-          "{\"bench\": \"allreduce\", \"impl\": \"distgrad-gloo\", \"world\": %d, \"bytes\": %lld, \"median_ms\": "
+          "{\"bench\": \"allreduce\", \"impl\": \"distgrad-gloo\", \"check_calls\": %s, \"world\": %d, \"bytes\": "
+          "%lld, \"median_ms\": "
           "%.4f, \"busbw_gbps\": %.4f, \"iters\": %d}\n",
-          world, static_cast<long long>(bytes), median * 1e3,
+          absl::GetFlag(FLAGS_check_calls) ? "true" : "false", world, static_cast<long long>(bytes), median * 1e3,
           static_cast<double>(bytes) * 2 * (world - 1) / world / median / 1e9, n);
       std::fflush(stdout);
     }
@@ -150,7 +155,9 @@ int main(int argc, char** argv) {
   const int warmup = absl::GetFlag(FLAGS_warmup) >= 0 ? absl::GetFlag(FLAGS_warmup) : (allreduce ? 3 : 5);
   const int iters = absl::GetFlag(FLAGS_iters) > 0 ? absl::GetFlag(FLAGS_iters) : (allreduce ? 20 : 50);
   try {
-    auto pg = dg::ddp::init_process_group({.backend = dg::ddp::Backend::kCpu, .timeout = std::chrono::seconds(120)});
+    auto pg = dg::ddp::init_process_group({.backend = dg::ddp::Backend::kCpu,
+                                           .timeout = std::chrono::seconds(120),
+                                           .check_calls = absl::GetFlag(FLAGS_check_calls)});
     const int code = allreduce ? run_allreduce(*pg, warmup, iters) : run_ddp_step(pg, warmup, iters);
     pg->barrier();
     dg::ddp::destroy_process_group();

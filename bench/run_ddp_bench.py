@@ -5,7 +5,8 @@
       [--models mlp,cnn] [--peer-python ~/.venvs/distgrad-peer/bin/python]
 
 Each round runs, alternately (the order flips from round to round), BUILD/bench/ddp_bench and
-bench/peer/ddp_torch.py on the same workload: all_reduce of 1 KB .. 64 MB float32 at each
+bench/peer/ddp_torch.py on the same workload: all_reduce of 1 KB .. 64 MB float32 at each (ours with
+and without the ranks' agreement check, ProcessGroupOptions::check_calls)
 --allreduce-worlds size, and the DDP training step of each model at each --step-worlds size.
 Worlds start as bench/run_rpc_bench.py starts them (its run_world: launcher environment, free
 port, OMP_NUM_THREADS=1, killed on timeout). A figure is the median over rounds of each round's
@@ -30,6 +31,8 @@ def commands(args, mode, extra):
     for key, value in extra:
         peer += [f"--{key}", str(value)]
     contenders = [("distgrad", ours)]
+    if mode == "allreduce":  # also without the check that the ranks agree (ProcessGroupOptions::check_calls)
+        contenders.append(("distgrad-unchecked", ours + ["--nocheck_calls"]))
     if args.peer_python:
         contenders.append(("pytorch", peer))
     return contenders
@@ -76,22 +79,23 @@ def main():
                     samples.setdefault((name, key_of(row), label), []).append(row["median_ms"])
     results = []
     for (name, key, label), values in sorted(samples.items()):
-        if label != "distgrad":
+        if label == "pytorch":
             continue
         ours = statistics.median(values)
         peer_values = samples.get((name, key, "pytorch"), [])
         peer = statistics.median(peer_values) if peer_values else None
-        result = {"workload": name, "size_bytes" if name.startswith("allreduce") else "what": int(key)
+        result = {"workload": name, "contender": label, "size_bytes" if name.startswith("allreduce") else "what": int(key)
                   if key.isdigit() else key, "distgrad_ms": round(ours, 4), "rounds": len(values)}
         if peer is not None:
             result.update(pytorch_ms=round(peer, 4), ratio=round(ours / peer, 3))
         results.append(result)
         print(json.dumps(result), flush=True)
-    print("\n| workload | size | distgrad | PyTorch (gloo) | ours / PyTorch |\n|---|---|---|---|---|", file=sys.stderr)
-    for r in sorted(results, key=lambda r: (r["workload"], r.get("size_bytes", 0))):
+    print("\n| workload | size | ours | our time | PyTorch (gloo) | ours / PyTorch |\n|---|---|---|---|---|---|",
+          file=sys.stderr)
+    for r in sorted(results, key=lambda r: (r["workload"], r.get("size_bytes", 0), r["contender"])):
         size = r.get("size_bytes", r.get("what"))
         peer = format_seconds(r["pytorch_ms"] / 1e3) if "pytorch_ms" in r else "-"
-        print(f"| {r['workload']} | {size} | {format_seconds(r['distgrad_ms'] / 1e3)} | {peer} | "
+        print(f"| {r['workload']} | {size} | {r['contender']} | {format_seconds(r['distgrad_ms'] / 1e3)} | {peer} | "
               f"{r.get('ratio', '-')} |", file=sys.stderr)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
