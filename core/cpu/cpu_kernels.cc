@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -434,6 +435,21 @@ void im2col(const Tensor& col, const Tensor& in, const Window2d& w) {
         T* out = dst + (n * rows + row) * plane;
         for (int64_t oh = 0; oh < w.out_h; ++oh) {
           const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
+          if (w.stride_w == 1) {  // a window row reads a contiguous run of the image row
+            T* line = out + oh * w.out_w;
+            if (ih < 0 || ih >= w.height) {
+              std::fill(line, line + w.out_w, T(0));
+              continue;
+            }
+            const int64_t shift = kj * w.dilation_w - w.pad_w;  // iw = ow + shift
+            const int64_t begin = std::clamp<int64_t>(-shift, 0, w.out_w);
+            const int64_t end = std::clamp<int64_t>(w.width - shift, begin, w.out_w);
+            std::fill(line, line + begin, T(0));
+            const T* row_start = image + ih * w.width;
+            std::copy(row_start + (begin + shift), row_start + (end + shift), line + begin);
+            std::fill(line + end, line + w.out_w, T(0));
+            continue;
+          }
           for (int64_t ow = 0; ow < w.out_w; ++ow) {
             const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
             const bool inside = ih >= 0 && ih < w.height && iw >= 0 && iw < w.width;

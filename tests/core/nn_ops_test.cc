@@ -162,6 +162,19 @@ TEST(Conv2d, MatchesADirectLoop) {
   expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
 }
 
+// Stride 1 along the width takes im2col's row-copy path: dilation and wide padding there.
+TEST(Conv2d, MatchesADirectLoopWithUnitWidthStrideDilationAndWidePadding) {
+  const Geometry g({2, 2, 6, 7}, {2, 3}, {1, 1}, {1, 3}, {1, 2});
+  const int64_t out_channels = 3;
+  const std::vector<double> input = random_values(g.input_numel(), 4);
+  const std::vector<double> weight = random_values(out_channels * 2 * 2 * 3, 5);
+  const std::vector<double> bias = random_values(out_channels, 6);
+  Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 2, 2, 3}),
+                           from_vector(bias), {.stride = {1, 1}, .padding = {1, 3}, .dilation = {1, 2}});
+  EXPECT_EQ(out.sizes(), (Shape{2, out_channels, g.out_h(), g.out_w()}));
+  expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
+}
+
 TEST(Conv2d, WithoutBias) {
   const Geometry g({3, 2, 5, 5}, {2, 3});
   const std::vector<double> input = random_values(g.input_numel(), 4);
