@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "distgrad.h"
 #include "examples/fashion_mnist_models.h"
 #include "examples/progress.h"
+#include "examples/training_checkpoint.h"
 
 ABSL_FLAG(std::string, model, "cnn", "mlp or cnn");
 ABSL_FLAG(int, epochs, 2, "epochs to train (in total, counting resumed ones)");
@@ -96,14 +98,11 @@ double test_accuracy(nn::Module& model, const dg::data::FashionMnist& test, dg::
 // test images that accuracy was measured on, so a resumed run can check it reproduces it.
 void save_checkpoint(const std::string& path, const nn::Module& model, const dg::optim::Adam& optimizer, int epoch,
                      double accuracy, int64_t test_images) {
-  dg::NamedTensors tensors;
-  for (const auto& [name, tensor] : model.state_dict()) tensors.emplace_back("model." + name, tensor);
-  for (const auto& [name, tensor] : optimizer.state_dict()) tensors.emplace_back("optimizer." + name, tensor);
-  dg::save_safetensors(path, tensors,
-                       {{"epoch", std::to_string(epoch)},
-                        {"model", absl::GetFlag(FLAGS_model)},
-                        {"test_accuracy", std::to_string(accuracy)},
-                        {"test_images", std::to_string(test_images)}});
+  examples::save_training_checkpoint(path, model, optimizer,
+                                     {{"epoch", std::to_string(epoch)},
+                                      {"model", absl::GetFlag(FLAGS_model)},
+                                      {"test_accuracy", std::to_string(accuracy)},
+                                      {"test_images", std::to_string(test_images)}});
 }
 
 struct Resumed {
@@ -113,23 +112,10 @@ struct Resumed {
 };
 
 Resumed load_checkpoint(const std::string& path, nn::Module& model, dg::optim::Adam& optimizer) {
-  const dg::SafetensorsContents contents = dg::load_safetensors(path);
-  if (contents.metadata.count("model") && contents.metadata.at("model") != absl::GetFlag(FLAGS_model)) {
-    std::fprintf(stderr, "ddp_fashion_mnist: %s holds a %s, not a %s\n", path.c_str(),
-                 contents.metadata.at("model").c_str(), absl::GetFlag(FLAGS_model).c_str());
-    std::exit(2);
-  }
-  nn::ParamDict weights, state;
-  for (const auto& [name, tensor] : contents.tensors) {
-    if (name.starts_with("model.")) weights.insert(name.substr(6), tensor);
-    if (name.starts_with("optimizer.")) state.insert(name.substr(10), tensor);
-  }
-  model.load_state_dict(weights);
-  optimizer.load_state_dict(state);
-  const auto get = [&](const std::string& key) {
-    return contents.metadata.count(key) ? contents.metadata.at(key) : std::string();
-  };
-  return {std::stoi(contents.metadata.at("epoch")), get("test_accuracy"), get("test_images")};
+  const std::map<std::string, std::string> metadata =
+      examples::load_training_checkpoint(path, model, optimizer, "ddp_fashion_mnist", absl::GetFlag(FLAGS_model));
+  const auto get = [&](const std::string& key) { return metadata.count(key) ? metadata.at(key) : std::string(); };
+  return {std::stoi(metadata.at("epoch")), get("test_accuracy"), get("test_images")};
 }
 
 // The launcher's restart count (torchrun's under torchrun), 0 in the first attempt.

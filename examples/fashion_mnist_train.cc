@@ -9,6 +9,7 @@
 // Exits non-zero when the final test accuracy is below --min_accuracy (0 disables the check).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -18,11 +19,11 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
-#include "core/safetensors.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "examples/fashion_mnist_models.h"
 #include "examples/progress.h"
+#include "examples/training_checkpoint.h"
 #include "nn/loss.h"
 #include "nn/sequential.h"
 #include "optim/adam.h"
@@ -65,13 +66,10 @@ double test_accuracy(nn::Module& model, const dg::data::FashionMnist& test) {
 // the test accuracy reached, which a resumed run checks it reproduces.
 void save_checkpoint(const std::string& path, const nn::Module& model, const dg::optim::Adam& optimizer, int epoch,
                      double accuracy) {
-  dg::NamedTensors tensors;
-  for (const auto& [name, tensor] : model.state_dict()) tensors.emplace_back("model." + name, tensor);
-  for (const auto& [name, tensor] : optimizer.state_dict()) tensors.emplace_back("optimizer." + name, tensor);
-  dg::save_safetensors(path, tensors,
-                       {{"epoch", std::to_string(epoch)},
-                        {"model", absl::GetFlag(FLAGS_model)},
-                        {"test_accuracy", std::to_string(accuracy)}});
+  examples::save_training_checkpoint(path, model, optimizer,
+                                     {{"epoch", std::to_string(epoch)},
+                                      {"model", absl::GetFlag(FLAGS_model)},
+                                      {"test_accuracy", std::to_string(accuracy)}});
 }
 
 struct Resumed {
@@ -80,20 +78,9 @@ struct Resumed {
 };
 
 Resumed load_checkpoint(const std::string& path, nn::Module& model, dg::optim::Adam& optimizer) {
-  const dg::SafetensorsContents contents = dg::load_safetensors(path);
-  if (contents.metadata.count("model") && contents.metadata.at("model") != absl::GetFlag(FLAGS_model)) {
-    std::fprintf(stderr, "fashion_mnist_train: %s holds a %s, not a %s\n", path.c_str(),
-                 contents.metadata.at("model").c_str(), absl::GetFlag(FLAGS_model).c_str());
-    std::exit(2);
-  }
-  nn::ParamDict weights, state;
-  for (const auto& [name, tensor] : contents.tensors) {
-    if (name.starts_with("model.")) weights.insert(name.substr(6), tensor);
-    if (name.starts_with("optimizer.")) state.insert(name.substr(10), tensor);
-  }
-  model.load_state_dict(weights);
-  optimizer.load_state_dict(state);
-  return {std::stoi(contents.metadata.at("epoch")), std::stod(contents.metadata.at("test_accuracy"))};
+  const std::map<std::string, std::string> metadata =
+      examples::load_training_checkpoint(path, model, optimizer, "fashion_mnist_train", absl::GetFlag(FLAGS_model));
+  return {std::stoi(metadata.at("epoch")), std::stod(metadata.at("test_accuracy"))};
 }
 
 }  // namespace
