@@ -40,11 +40,6 @@ constexpr size_t kMaxStatusMessage = 4096;  // status messages travel in HTTP/2 
 bool ping() { return true; }
 DISTGRAD_REMOTE_NAMED(ping, kPingFunction);
 
-std::string getenv_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-
 // The hooks of install_call_hooks, and the agents to tell when they change.
 std::mutex installed_hooks_mutex;
 std::shared_ptr<const CallHooks>& installed_hooks_slot() {

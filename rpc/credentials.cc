@@ -1,21 +1,16 @@
 #include "rpc/credentials.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "core/error.h"
+#include "rpc/world.h"
 
 namespace distgrad::rpc {
 namespace {
 
 constexpr char kTlsHostName[] = "distgrad";
-
-std::string getenv_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
 
 std::string read_pem(const std::string& path, const char* variable) {
   std::ifstream in(path);
@@ -26,13 +21,13 @@ std::string read_pem(const std::string& path, const char* variable) {
 }
 
 TransportCredentials read_credentials() {
-  const std::string cert = getenv_or_empty("DISTGRAD_TLS_CERT"), key = getenv_or_empty("DISTGRAD_TLS_KEY");
+  const std::string cert = getenv_or("DISTGRAD_TLS_CERT", ""), key = getenv_or("DISTGRAD_TLS_KEY", "");
   if (cert.empty() && key.empty()) {
     return {grpc::InsecureServerCredentials(), grpc::InsecureChannelCredentials(), false};
   }
   DISTGRAD_CHECK(!cert.empty() && !key.empty(), "TLS needs both DISTGRAD_TLS_CERT and DISTGRAD_TLS_KEY; found only ",
                  cert.empty() ? "DISTGRAD_TLS_KEY" : "DISTGRAD_TLS_CERT");
-  const std::string ca = getenv_or_empty("DISTGRAD_TLS_CA");
+  const std::string ca = getenv_or("DISTGRAD_TLS_CA", "");
   grpc::SslServerCredentialsOptions server_options;
   server_options.pem_key_cert_pairs.push_back({read_pem(key, "DISTGRAD_TLS_KEY"), read_pem(cert, "DISTGRAD_TLS_CERT")});
   grpc::SslCredentialsOptions channel_options;

@@ -1,6 +1,5 @@
 #include "rpc/job_store.h"
 
-#include <cstdlib>
 #include <mutex>
 #include <utility>
 
@@ -9,11 +8,6 @@
 
 namespace distgrad::rpc {
 namespace {
-
-std::string getenv_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
 
 std::mutex shared_store_mutex;
 std::weak_ptr<JobStore> shared_store;  // guarded by shared_store_mutex

@@ -243,6 +243,11 @@ int slurm_master_port(const Environment& env) {
 
 }  // namespace
 
+std::string getenv_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
 WorldInfo read_world_info(const EnvLookup& getenv) {
   Environment env(getenv);
   WorldInfo info;

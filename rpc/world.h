@@ -40,6 +40,9 @@ struct WorldInfo {
 // Looks up an environment variable: its value, or nullopt when it is not set.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
 
+// The value of environment variable `name`, or `fallback` when it is unset or empty.
+std::string getenv_or(const char* name, const std::string& fallback);
+
 // The world of this process, read from the environment on the first call and cached
 // (thread-safe). Throws distgrad::Error on a bad value (and again on the next call).
 const WorldInfo& world_info();

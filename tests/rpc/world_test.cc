@@ -28,6 +28,16 @@ void expect_world(const WorldInfo& world, int rank, int world_size, int local_ra
   EXPECT_EQ(world.local_world_size, local_world_size);
 }
 
+TEST(GetenvOr, GivesTheFallbackForAnUnsetOrEmptyVariable) {
+  ::unsetenv("DISTGRAD_TEST_GETENV_OR");
+  EXPECT_EQ(getenv_or("DISTGRAD_TEST_GETENV_OR", "fallback"), "fallback");
+  ::setenv("DISTGRAD_TEST_GETENV_OR", "", 1);
+  EXPECT_EQ(getenv_or("DISTGRAD_TEST_GETENV_OR", "fallback"), "fallback");
+  ::setenv("DISTGRAD_TEST_GETENV_OR", "set", 1);
+  EXPECT_EQ(getenv_or("DISTGRAD_TEST_GETENV_OR", "fallback"), "set");
+  ::unsetenv("DISTGRAD_TEST_GETENV_OR");
+}
+
 TEST(WorldInfo, EmptyEnvironmentIsASingleProcess) {
   WorldInfo world = read_world({});
   expect_world(world, 0, 1, 0, 1);
