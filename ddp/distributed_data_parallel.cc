@@ -145,6 +145,10 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   return module_.forward(input);
 }
 
+Tensor DistributedDataParallel::bucket_slot(const Parameter& parameter) const {
+  return ops::narrow(buckets_[parameter.bucket].buffer, 0, parameter.offset, parameter.tensor.numel());
+}
+
 void DistributedDataParallel::on_gradient(size_t index) {
   if (!expect_backward_) return;
   if (!backward_started_) {
@@ -164,8 +168,7 @@ void DistributedDataParallel::on_gradient(size_t index) {
   parameter.used = true;
   {
     autograd::NoGradGuard no_grad;
-    const Tensor slot = ops::narrow(buckets_[parameter.bucket].buffer, 0, parameter.offset, parameter.tensor.numel());
-    ops::copy_(slot, ops::reshape(parameter.tensor.grad(), {parameter.tensor.numel()}));
+    ops::copy_(bucket_slot(parameter), ops::reshape(parameter.tensor.grad(), {parameter.tensor.numel()}));
   }
   timeline_.last_gradient = Clock::now();
   mark_ready(index);
@@ -196,10 +199,7 @@ void DistributedDataParallel::finish_backward() {
       missing.push_back(parameters_[i].name);
       continue;
     }
-    const Parameter& parameter = parameters_[i];
-    ops::copy_(
-        ops::narrow(buckets_[parameter.bucket].buffer, 0, parameter.offset, parameter.tensor.numel()),
-        zeros({parameter.tensor.numel()}, {.dtype = parameter.tensor.dtype(), .device = parameter.tensor.device()}));
+    ops::zero_(bucket_slot(parameters_[i]));
     mark_ready(i);
   }
   if (!missing.empty()) {
@@ -231,9 +231,7 @@ void DistributedDataParallel::finish_backward() {
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& parameter = parameters_[i];
     if (!used_anywhere.empty() && used_anywhere[i] == 0) continue;
-    const Tensor averaged =
-        ops::view(ops::narrow(buckets_[parameter.bucket].buffer, 0, parameter.offset, parameter.tensor.numel()),
-                  parameter.tensor.sizes());
+    const Tensor averaged = ops::view(bucket_slot(parameter), parameter.tensor.sizes());
     const Tensor grad = parameter.tensor.grad();
     if (grad.defined()) {
       ops::copy_(grad, averaged);

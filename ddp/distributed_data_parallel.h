@@ -118,6 +118,8 @@ class DistributedDataParallel {
   void build_buckets();
   void check_same_model_everywhere();
   void broadcast_from_rank0(const std::vector<Tensor>& tensors);
+  // The flat view of `parameter`'s place in its bucket's buffer.
+  Tensor bucket_slot(const Parameter& parameter) const;
   void on_gradient(size_t index);
   void mark_ready(size_t index);
   void launch_ready_buckets();

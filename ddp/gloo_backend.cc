@@ -185,12 +185,7 @@ class GlooBackend final : public CollectiveBackend {
       if (tensor.numel() == 0) return;
       with_type(tensor.dtype(), [&](auto zero) {
         using T = decltype(zero);
-        gloo::AllreduceOptions options(context_);
-        options.setOutput(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
-        options.setReduceFunction(reduce_function<T>(op));
-        options.setTag(next_tag());
-        options.setTimeout(setup_.timeout);
-        gloo::allreduce(options);
+        all_reduce_in_place(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()), op);
         if (op == ReduceOp::kAvg) divide(static_cast<T*>(tensor.data_ptr()), tensor.numel(), setup_.size);
       });
     });
@@ -258,12 +253,7 @@ class GlooBackend final : public CollectiveBackend {
           std::memcpy(packed.data() + offset, input.data_ptr(), input.numel() * element);
           offset += input.numel();
         }
-        gloo::AllreduceOptions options(context_);
-        options.setOutput(packed.data(), total);
-        options.setReduceFunction(reduce_function<T>(op));
-        options.setTag(next_tag());
-        options.setTimeout(setup_.timeout);
-        gloo::allreduce(options);
+        all_reduce_in_place(packed.data(), total, op);
         T* mine = packed.data() + offset_of_mine;
         if (op == ReduceOp::kAvg) divide(mine, output.numel(), setup_.size);
         std::memcpy(output.data_ptr(), mine, output.numel() * element);
@@ -308,12 +298,7 @@ class GlooBackend final : public CollectiveBackend {
       extremes[i] = signature[i];
       extremes[i + 4] = -signature[i];
     }
-    gloo::AllreduceOptions options(context_);
-    options.setOutput(extremes.data(), extremes.size());
-    options.setReduceFunction(reduce_function<int64_t>(ReduceOp::kMax));
-    options.setTag(next_tag());
-    options.setTimeout(setup_.timeout);
-    gloo::allreduce(options);
+    all_reduce_in_place(extremes.data(), extremes.size(), ReduceOp::kMax);
     static constexpr const char* kFields[] = {"collective", "dtype", "op or root", "element counts"};
     for (size_t i = 0; i < signature.size(); ++i) {
       if (extremes[i] != -extremes[i + 4]) {
@@ -324,6 +309,17 @@ class GlooBackend final : public CollectiveBackend {
   }
 
   uint32_t next_tag() { return tag_++; }
+
+  // Gloo's all-reduce of `count` elements at `data`, in place (kAvg sums: the caller divides).
+  template <typename T>
+  void all_reduce_in_place(T* data, size_t count, ReduceOp op) {
+    gloo::AllreduceOptions options(context_);
+    options.setOutput(data, count);
+    options.setReduceFunction(reduce_function<T>(op));
+    options.setTag(next_tag());
+    options.setTimeout(setup_.timeout);
+    gloo::allreduce(options);
+  }
 
   // The group's thread (Note [One Gloo thread per group]).
   void run() {
