@@ -17,25 +17,18 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <array>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <numeric>
-#include <set>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/numbers.h"
 #include "core/error.h"
 #include "ddp/collective_backend.h"
 #include "rpc/job_store.h"
@@ -43,38 +36,6 @@
 
 namespace distgrad::ddp {
 namespace {
-
-// The open TCP sockets of this process, by file descriptor.
-std::set<int> tcp_sockets() {
-  std::set<int> sockets;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd)) continue;
-    struct stat status {};
-    int type = 0, domain = 0;
-    socklen_t length = sizeof type;
-    if (::fstat(fd, &status) != 0 || !S_ISSOCK(status.st_mode)) continue;
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
-    length = sizeof domain;
-    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0) continue;
-    if (domain == AF_INET || domain == AF_INET6) sockets.insert(fd);
-  }
-  return sockets;
-}
-
-// Note [Gloo and Nagle]: Debian's Gloo (a 2022 snapshot) leaves Nagle's algorithm on for its
-// pairs' sockets, so a small message written right after another waits for the peer's delayed
-// ACK: two small collectives in a row took 3-4 ms on loopback instead of 0.3 ms. The sockets
-// that appeared while Gloo connected the mesh are its pairs (and perhaps a socket gRPC opened
-// meanwhile, which sets TCP_NODELAY itself): they get TCP_NODELAY, as newer Gloo does.
-void disable_nagle(const std::set<int>& before) {
-  for (int fd : tcp_sockets()) {
-    if (before.contains(fd)) continue;
-    const int on = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  }
-}
 
 // The job's Store as Gloo's rendezvous sees it: keys under the group's prefix, values as bytes.
 class GlooStore final : public gloo::rendezvous::Store {
@@ -156,7 +117,6 @@ class GlooBackend final : public CollectiveBackend {
     auto context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.size);
     context->setTimeout(setup.timeout);
     GlooStore store(setup.store->client(), setup.key_prefix, setup.timeout);
-    const std::set<int> sockets_before = tcp_sockets();
     try {
       context->connectFullMesh(store, device_);
     } catch (const std::exception& error) {
@@ -164,7 +124,6 @@ class GlooBackend final : public CollectiveBackend {
                     " could not connect Gloo to the other ranks within ", setup.timeout.count(),
                     " ms: ", explain(error.what()));
     }
-    disable_nagle(sockets_before);
     context_ = std::move(context);
     thread_ = std::thread([this] { run(); });
   }

@@ -48,6 +48,8 @@ TEST_P(DataParallel, BuffersFollowRankZeroAndAnotherModelIsRefused) { expect_sce
 INSTANTIATE_TEST_SUITE_P(Ranks, DataParallel, ::testing::Values(1, 2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
 
+TEST(ProcessGroups, ShareTheJobStoreWithRpcAndOutliveIt) { expect_scenario("with_rpc", 3); }
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
 

@@ -23,6 +23,7 @@
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/sequential.h"
+#include "rpc/rpc.h"
 #include "tests/ddp/worker_util.h"
 
 namespace distgrad::ddp::testing {
@@ -231,6 +232,21 @@ int mismatched_sizes() {
   Tensor same = ones({5});
   pg->all_reduce(same);  // the group is still usable
   check_values(same, std::vector<double>(5, pg->size()), "all_reduce after the mismatches");
+  return 0;
+}
+
+// RPC and a process group in one program share the job's Store (rpc/job_store.h): rank 0
+// hosts one Store, not two on the same port.
+int with_rpc() {
+  init_rpc();
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(30)});
+  Tensor t = ones({3});
+  pg->all_reduce(t);
+  check_values(t, std::vector<double>(3, pg->size()), "all_reduce beside RPC");
+  rpc::shutdown();
+  pg->all_reduce(t);  // the Store outlives RPC while the group holds it
+  check_values(t, std::vector<double>(3, pg->size() * pg->size()), "all_reduce after RPC shut down");
+  destroy_process_group();
   return 0;
 }
 
@@ -537,5 +553,6 @@ int main(int argc, char** argv) {
                        {"ddp_buffers", ddp_buffers},
                        {"nccl", nccl},
                        {"sync_batch_norm", sync_batch_norm},
-                       {"mismatched_sizes", mismatched_sizes}});
+                       {"mismatched_sizes", mismatched_sizes},
+                       {"with_rpc", with_rpc}});
 }
