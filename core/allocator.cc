@@ -1,7 +1,9 @@
 #include "core/allocator.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -41,8 +43,12 @@ void* as_fresh(void* data, size_t nbytes) {
 // time in page faults. Blocks of at least kCachedBlock bytes are therefore kept when freed, in
 // exact size classes (multiples of kCachedBlock below kLargeBlock, of kLargeBlock above), and
 // handed out again; large ones are 2 MiB aligned and advised for transparent huge pages. At
-// most kMaxCachedBytes stay cached; beyond that, freed blocks go back to the system. Cached
-// memory lives until release_cached_memory() or exit.
+// most a quarter of the machine's memory (at least 1 GiB) stays cached; beyond that, freed
+// blocks go back to the system. A process so keeps at most what it once held. The cap was
+// 1 GiB until few-shot MAML on a conv net (examples/maml_fewshot): an iteration frees gigabytes
+// of activations at the end of its backward pass and allocates them again in the next one, and
+// with the lower cap a third of its time went to the kernel zeroing fresh pages. Cached memory
+// lives until release_cached_memory() or exit.
 //
 // Note [Small CPU blocks]
 // Blocks below kCachedBlock are kept per thread, in power-of-two size classes from 64 bytes, up
@@ -58,7 +64,17 @@ constexpr size_t kMaxSmallCachedBytes = size_t{4} << 20;
 constexpr size_t kCachedBlock = size_t{64} << 10;
 constexpr size_t kLargeBlock = size_t{1} << 20;
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+
+// How many bytes of freed blocks of at least kCachedBlock stay cached (Note [CPU caching allocator]).
+size_t max_cached_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    const size_t quarter =
+        pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page_size) / 4 : 0;
+    return std::max(quarter, size_t{1} << 30);
+  }();
+  return bytes;
+}
 
 void* allocate_aligned(size_t nbytes, size_t alignment) {
   const size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
@@ -169,7 +185,7 @@ class CpuAllocator final : public Allocator {
     {
       const size_t rounded = size_class(nbytes);
       absl::MutexLock lock(&free_blocks_mutex_);
-      if (cached_bytes_ + rounded <= kMaxCachedBytes) {
+      if (cached_bytes_ + rounded <= max_cached_bytes()) {
         free_blocks_[rounded].push_back(data);
         cached_bytes_ += rounded;
         return;
