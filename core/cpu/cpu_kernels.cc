@@ -477,6 +477,31 @@ void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
     for (int64_t p = 0; p < planes; ++p) {
       const T* rows = src + p * area * windows;  // the kernel_h * kernel_w rows of plane p's channel
       T* out = dst + p * w.height * w.width;
+      if (w.stride_h == 1 && w.stride_w == 1) {
+        // Window row oh of kernel row ki reads image row ih = oh - pad_h + ki * dilation_h, and
+        // its column ow reads ow + shift: add each such run into a plane of totals, (ki, kj)
+        // outermost, so every element sums the same entries in the same order as below,
+        // without a division per element.
+        std::vector<AccumulateType<T>> totals(static_cast<size_t>(w.height * w.width), 0);
+        for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
+          for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+            const T* row = rows + (ki * w.kernel_w + kj) * windows;
+            const int64_t shift = kj * w.dilation_w - w.pad_w;
+            const int64_t begin = std::clamp<int64_t>(-shift, 0, w.out_w);
+            const int64_t end = std::clamp<int64_t>(w.width - shift, begin, w.out_w);
+            for (int64_t oh = 0; oh < w.out_h; ++oh) {
+              const int64_t ih = oh - w.pad_h + ki * w.dilation_h;
+              if (ih < 0 || ih >= w.height) continue;
+              AccumulateType<T>* line = totals.data() + ih * w.width + shift;
+              const T* values = row + oh * w.out_w;
+              for (int64_t ow = begin; ow < end; ++ow) line[ow] += values[ow];
+            }
+          }
+        }
+        std::transform(totals.begin(), totals.end(), out,
+                       [](AccumulateType<T> total) { return static_cast<T>(total); });
+        continue;
+      }
       for (int64_t ih = 0; ih < w.height; ++ih) {
         for (int64_t iw = 0; iw < w.width; ++iw) {
           AccumulateType<T> total = 0;

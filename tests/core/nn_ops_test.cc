@@ -324,6 +324,7 @@ TEST(Col2im, IsTheAdjointOfIm2col) {
       {.kernel_size = {2, 3}, .stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}},
       {.kernel_size = {1, 4}, .stride = {3, 2}, .padding = {0, 2}},
       {.kernel_size = {3, 2}, .stride = {2, 3}, .padding = {1, 1}, .dilation = {2, 2}},
+      {.kernel_size = {3, 2}, .padding = {2, 1}, .dilation = {2, 3}},  // stride 1: col2im's run-wise path
   };
   uint64_t seed = 30;
   for (const Im2colOptions& options : cases) {
