@@ -17,9 +17,6 @@
 //   build/bench/maml_bench --local
 // bench/run_maml_bench.py starts the worlds and compares with TorchOpt's torchopt.distributed
 // and with hand-written torch.distributed.rpc (bench/peer/maml_*.py print the same names).
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench/maml_timing.h"
 #include "distgrad.h"
 #include "examples/maml_flags.h"
 #include "examples/sinusoid.h"
@@ -47,21 +45,6 @@ DISTGRAD_REMOTE(maml_task_loss);
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_between(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration<double>(end - start).count();
-}
-
-// The q-quantile of samples, interpolated linearly between neighbours (numpy's default, as the
-// peer's statistics.quantiles(method="inclusive")).
-double quantile(std::vector<double> samples, double q) {
-  std::sort(samples.begin(), samples.end());
-  const double position = q * static_cast<double>(samples.size() - 1);
-  const size_t below = static_cast<size_t>(position), above = std::min(below + 1, samples.size() - 1);
-  return samples[below] + (position - static_cast<double>(below)) * (samples[above] - samples[below]);
-}
-
 const dg::DimPartitioner kOneTaskPerCall = dg::dim_partitioner(0, {.exclusive = true, .keepdim = false});
 
 // The mean query loss of a meta-batch, one task per call in this process.
@@ -73,7 +56,7 @@ dg::Tensor local_meta_loss(const dg::nn::ParamDict& params, const Tasks& tasks, 
   return dg::mean_reducer(losses);
 }
 
-// Runs the warm-up and the timed outer iterations and prints the JSON line.
+// Times the outer iterations and prints the JSON line (bench/maml_timing.h).
 void run() {
   const bool local = absl::GetFlag(FLAGS_local);
   const int meta_batch = absl::GetFlag(FLAGS_meta_batch), shots = absl::GetFlag(FLAGS_shots);
@@ -85,44 +68,31 @@ void run() {
   dg::optim::Adam outer(net.parameters(), absl::GetFlag(FLAGS_outer_lr));
   const auto meta_loss = dg::parallelize(maml_task_loss, kOneTaskPerCall, dg::mean_reducer);
 
-  // One outer iteration; adds its time, and that of its forward part (the calls and the mean)
-  // and of its backward pass, to the samples.
-  std::vector<double> samples, forward_samples, backward_samples;
   auto outer_iteration = [&] {
-    const auto start = Clock::now();
     const Tasks tasks = sinusoid::sample_tasks(meta_batch, shots, task_generator);
     outer.zero_grad();
+    bench::OuterIterationPhases phases{};
     {
       std::optional<dg::autograd::Context> context;
       if (!local) context.emplace();
-      const auto forward_start = Clock::now();
+      const auto forward_start = bench::Clock::now();
       const dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
       const dg::Tensor loss = local ? local_meta_loss(params, tasks, inner_steps, inner_lr)
                                     : meta_loss(params, tasks, inner_steps, inner_lr);
-      const auto backward_start = Clock::now();
+      const auto backward_start = bench::Clock::now();
       if (local) {
         loss.backward();
       } else {
         dg::autograd::backward(*context, {loss});
       }
-      forward_samples.push_back(seconds_between(forward_start, backward_start));
-      backward_samples.push_back(seconds_between(backward_start, Clock::now()));
+      phases = {bench::seconds_between(forward_start, backward_start),
+                bench::seconds_between(backward_start, bench::Clock::now())};
     }
     outer.step();
-    samples.push_back(seconds_between(start, Clock::now()));
+    return phases;
   };
-
-  for (int i = 0; i < absl::GetFlag(FLAGS_warmup); ++i) outer_iteration();
-  samples.clear(), forward_samples.clear(), backward_samples.clear();
-  for (int i = 0; i < absl::GetFlag(FLAGS_iterations); ++i) outer_iteration();
-  DISTGRAD_CHECK(!samples.empty(), "maml_bench: expected --iterations >= 1, found ", absl::GetFlag(FLAGS_iterations));
-  const std::string name = local ? "maml/local" : "maml/world" + std::to_string(dg::get_world_size());
-  std::printf(
-      "{\"name\": \"%s\", \"seconds_per_iter\": %.9g, \"p10\": %.9g, \"p90\": %.9g, \"iterations\": %zu, "
-      "\"forward_seconds\": %.9g, \"backward_seconds\": %.9g}\n",
-      name.c_str(), quantile(samples, 0.5), quantile(samples, 0.1), quantile(samples, 0.9), samples.size(),
-      quantile(forward_samples, 0.5), quantile(backward_samples, 0.5));
-  std::fflush(stdout);
+  bench::time_outer_iterations(local ? "maml/local" : "maml/world" + std::to_string(dg::get_world_size()),
+                               absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_iterations), outer_iteration);
 }
 
 }  // namespace

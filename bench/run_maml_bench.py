@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
-"""Times distributed MAML on sinusoids, ours beside TorchOpt's and hand-written torch RPC; or soaks ours.
+"""Times distributed MAML, ours beside TorchOpt's and hand-written torch RPC; or soaks ours.
 
-  python3 bench/run_maml_bench.py --build build --rounds 3 [--worlds 1,2,3] [--peer-transports default,uv]
-      [--warmup 5] [--iterations 30] [--peer-python ~/.venvs/distgrad-peer/bin/python]
-  python3 bench/run_maml_bench.py --build build --soak 1000 [--soak-world 3] [--soak-iterations 3]
-      [--soak-timeout 60] [--soak-seconds 600] [--soak-contender distgrad]
+  python3 bench/run_maml_bench.py --build build --rounds 3 [--workload sinusoid|fewshot] [--worlds 1,2,3]
+      [--peer-transports default,uv] [--warmup 5] [--iterations 30] [--timeout S]
+      [--peer-python ~/.venvs/distgrad-peer/bin/python]
+  python3 bench/run_maml_bench.py --build build --soak 1000 [--workload sinusoid|fewshot] [--soak-world 3]
+      [--soak-iterations 3] [--soak-timeout S] [--soak-seconds 600] [--soak-contender distgrad]
+
+Workloads (bench/peer/maml_common.py describes both): sinusoid (the default; ours is
+BUILD/bench/maml_bench, workload names maml/...) and fewshot, TorchOpt's distributed MAML
+example (maml_omniglot.py) on Fashion-MNIST (ours is BUILD/bench/maml_fewshot_bench, workload
+names maml_fewshot/...; the peers get --workload fewshot). The fewshot issue asks for worlds 1
+to 4: pass --worlds 1,2,3,4 (the default stays 1,2,3).
 
 Benchmark: each round runs, for every world size, one world per contender, in an order that
-rotates from round to round: BUILD/bench/maml_bench (distgrad), bench/peer/maml_torchopt.py
-(TorchOpt's torchopt.distributed API) and bench/peer/maml_torch_rpc.py (torch.distributed.rpc
-and distributed autograd by hand), each peer once per TensorPipe transport setting ("default";
-"uv" for _transports=["uv"], TCP only). Each round also runs the single-process versions
-(maml/local): ours without RPC, and plain PyTorch (maml_torch_rpc.py --local:
-torch.autograd.grad with create_graph). Worlds start as bench/run_rpc_bench.py starts them (its
-run_world: launcher environment, free port, OMP_NUM_THREADS=1, killed on timeout). A
+rotates from round to round: our binary (distgrad), bench/peer/maml_torchopt.py (TorchOpt's
+torchopt.distributed API) and bench/peer/maml_torch_rpc.py (torch.distributed.rpc and
+distributed autograd by hand), each peer once per TensorPipe transport setting ("default"; "uv"
+for _transports=["uv"], TCP only). Each round also runs the single-process versions
+(maml/local or maml_fewshot/local): ours without RPC, and plain PyTorch (maml_torch_rpc.py
+--local: torch.autograd.grad with create_graph). Worlds start as bench/run_rpc_bench.py starts
+them (its run_world: launcher environment, free port, OMP_NUM_THREADS=1, killed after --timeout
+seconds: by default 150 for sinusoid, 1200 for fewshot, whose iterations take seconds). A
 workload's figure is the median over rounds of each round's median seconds per outer iteration
 (p10, p90 and the forward and backward parts likewise). Prints one JSON object per workload
 with the ratios peer time / our time (larger is better for us) and our time over the fastest
 peer's (the issue's target: at most 0.15), then Markdown tables on stderr.
 
 Soak (--soak K): starts up to K short worlds of one contender one after another (K runs or
---soak-seconds, whichever comes first) and counts those that hung (killed at --soak-timeout)
-or failed; prints one JSON summary line.
+--soak-seconds, whichever comes first) and counts those that hung (killed at --soak-timeout: by
+default 60 s for sinusoid, 300 s for fewshot) or failed; prints one JSON summary line.
 """
 import argparse
 import json
@@ -35,15 +43,21 @@ from run_rpc_bench import format_seconds, peer_python_or_none, run_world
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = {"torchopt": "maml_torchopt.py", "torch-rpc": "maml_torch_rpc.py"}
 PEER_TITLES = {"torchopt": "TorchOpt", "torch-rpc": "torch RPC"}
+# Per workload: our binary under BUILD/bench, and the prefix of the workload names.
+OUR_BINARIES = {"sinusoid": "maml_bench", "fewshot": "maml_fewshot_bench"}
+NAME_PREFIXES = {"sinusoid": "maml", "fewshot": "maml_fewshot"}
+# Per workload: the default --timeout and --soak-timeout, in seconds.
+TIMEOUTS = {"sinusoid": (150.0, 60.0), "fewshot": (1200.0, 300.0)}
 
 
 def contender_command(args, label, flags):
     """The command line of a contender: "distgrad", or PEER-TRANSPORTS such as "torchopt-uv"."""
     if label == "distgrad":
-        return [os.path.join(args.build, "bench", "maml_bench")] + [f"--{flag.replace('-', '_')}" for flag in flags]
+        return ([os.path.join(args.build, "bench", OUR_BINARIES[args.workload])]
+                + [f"--{flag.replace('-', '_')}" for flag in flags])
     peer, transports = label.rsplit("-", 1)
-    return ([args.peer_python, os.path.join(HERE, "peer", PEERS[peer]), "--transports", transports]
-            + [f"--{flag}" for flag in flags])
+    return ([args.peer_python, os.path.join(HERE, "peer", PEERS[peer]), "--workload", args.workload,
+             "--transports", transports] + [f"--{flag}" for flag in flags])
 
 
 def labels(args):
@@ -53,14 +67,15 @@ def labels(args):
 
 def benchmark(args):
     flags = [f"warmup={args.warmup}", f"iterations={args.iterations}"]
+    prefix = NAME_PREFIXES[args.workload]
     results, errors = {}, {}  # (workload, label) -> rows / error texts
     for round_index in range(args.rounds):
         # Single-process runs (no RPC, so no transport to vary): ours, and plain PyTorch.
         local_labels = ["distgrad"] + ([f"torch-rpc-{args.peer_transports[0]}"] if args.peer_python else [])
-        runs = [("maml/local", label, 1, flags + ["local"]) for label in local_labels]
-        runs += [(f"maml/world{size}", label, size, flags) for size in args.worlds for label in labels(args)]
+        runs = [(f"{prefix}/local", label, 1, flags + ["local"]) for label in local_labels]
+        runs += [(f"{prefix}/world{size}", label, size, flags) for size in args.worlds for label in labels(args)]
         for size in [0] + args.worlds:  # rotate within each world size so contenders alternate
-            group = [run for run in runs if (run[2] if run[0] != "maml/local" else 0) == size]
+            group = [run for run in runs if (run[2] if run[0] != f"{prefix}/local" else 0) == size]
             shift = round_index % len(group)
             for name, label, world_size, run_flags in group[shift:] + group[:shift]:
                 rows, error, elapsed = run_world(contender_command(args, label, run_flags), world_size, args.timeout)
@@ -102,7 +117,8 @@ def report(args, results, errors):
     header.append("distgrad / fastest peer")
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     phases = ["| workload | " + " | ".join(["distgrad"] + titles) + " |", "|" + "---|" * (2 + len(titles))]
-    for name in ["maml/local"] + [f"maml/world{size}" for size in args.worlds]:
+    prefix = NAME_PREFIXES[args.workload]
+    for name in [f"{prefix}/local"] + [f"{prefix}/world{size}" for size in args.worlds]:
         ran = [label for label in ["distgrad"] + peer_labels if (name, label) in results or (name, label) in errors]
         summaries = {label: summarize(results.get((name, label))) for label in ran}
         ours = summaries.get("distgrad")
@@ -139,7 +155,7 @@ def report(args, results, errors):
 def soak(args):
     flags = ["warmup=0", f"iterations={args.soak_iterations}"]
     command = contender_command(args, args.soak_contender, flags)
-    name = f"maml/world{args.soak_world}"
+    name = f"{NAME_PREFIXES[args.workload]}/world{args.soak_world}"
     runs, hangs, failures, seconds, first_errors = 0, 0, 0, [], []
     start = time.monotonic()
     while runs < args.soak and time.monotonic() - start < args.soak_seconds:
@@ -156,7 +172,8 @@ def soak(args):
         elif runs % 50 == 0:
             print(json.dumps({"runs": runs, "hangs": hangs, "failures": failures,
                               "elapsed_s": round(time.monotonic() - start, 1)}), file=sys.stderr)
-    print(json.dumps({"soak": name, "contender": args.soak_contender, "iterations_per_run": args.soak_iterations,
+    print(json.dumps({"soak": name, "workload": args.workload, "contender": args.soak_contender,
+                      "iterations_per_run": args.soak_iterations,
                       "runs": runs, "requested": args.soak, "hangs": hangs, "failures": failures,
                       "timeout_s": args.soak_timeout, "total_s": round(time.monotonic() - start, 1),
                       "run_seconds_median": statistics.median(seconds) if seconds else None,
@@ -166,6 +183,8 @@ def soak(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
+    parser.add_argument("--workload", choices=sorted(OUR_BINARIES), default="sinusoid",
+                        help="sinusoid: maml_bench; fewshot: maml_fewshot_bench (the peers get --workload)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--worlds", default="1,2,3", help="comma-separated world sizes")
     parser.add_argument("--warmup", type=int, default=5, help="outer iterations before timing, per world")
@@ -173,15 +192,19 @@ def main():
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
-    parser.add_argument("--timeout", type=float, default=150.0,
-                        help="seconds before a world is killed (the peers give up on a call after 120 s)")
+    parser.add_argument("--timeout", type=float, help="seconds before a world is killed (default: sinusoid 150, "
+                        "fewshot 1200; the peers give up on a call after 120 s)")
     parser.add_argument("--soak", type=int, default=0, help="soak mode: start up to this many short worlds")
     parser.add_argument("--soak-world", type=int, default=3)
     parser.add_argument("--soak-iterations", type=int, default=3)
-    parser.add_argument("--soak-timeout", type=float, default=60.0, help="seconds before a soak world counts as hung")
+    parser.add_argument("--soak-timeout", type=float,
+                        help="seconds before a soak world counts as hung (default: sinusoid 60, fewshot 300)")
     parser.add_argument("--soak-seconds", type=float, default=600.0, help="stop starting soak worlds after this")
     parser.add_argument("--soak-contender", default="distgrad", help="distgrad, or e.g. torchopt-uv")
     args = parser.parse_args()
+    default_timeout, default_soak_timeout = TIMEOUTS[args.workload]
+    args.timeout = default_timeout if args.timeout is None else args.timeout
+    args.soak_timeout = default_soak_timeout if args.soak_timeout is None else args.soak_timeout
     args.worlds = [int(n) for n in args.worlds.split(",")]
     args.peer_transports = args.peer_transports.split(",")
     args.peer_python = peer_python_or_none(args.peer_python)

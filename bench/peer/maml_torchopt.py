@@ -1,38 +1,42 @@
-"""Distributed MAML on sinusoids with TorchOpt's own torchopt.distributed API.
+"""Distributed MAML (sinusoids or few-shot Fashion-MNIST) with TorchOpt's own torchopt.distributed API.
 
-  RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python maml_torchopt.py [--transports default|uv]
+  RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python maml_torchopt.py
+      [--workload sinusoid|fewshot] [--transports default|uv]
 
-The twin of bench/maml_bench.cc (workload: maml_common.py), written as TorchOpt's distributed
-MAML example (examples/distributed/few-shot/maml_omniglot.py) with sinusoids for Omniglot:
-auto_init_rpc, and an inner_loop under parallelize(dim_partitioner(dim=0, exclusive=True,
-keepdim=False), mean_reducer) that fetches the network from an RRef, clones it by reference,
-and adapts it with torchopt.MetaSGD. Each outer iteration on rank 0 wraps
-module_clone(net, by='clone') in a new RRef, calls inner_loop inside
-torchopt.distributed.autograd.context(), and runs todist.autograd.backward (which accumulates
-into .grad) and an Adam step. Run with the peer's interpreter (scripts/install_peer.sh);
-bench/run_maml_bench.py drives it.
+The twin of bench/maml_bench.cc (--workload sinusoid, the default) and of
+bench/maml_fewshot_bench.cc (--workload fewshot); the workloads are maml_common.py's. Written as
+TorchOpt's distributed MAML example (examples/distributed/few-shot/maml_omniglot.py; fewshot is
+that example with Fashion-MNIST for Omniglot): auto_init_rpc, and an inner_loop under
+parallelize(dim_partitioner(dim=0, exclusive=True, keepdim=False), reducer) that fetches the
+network from an RRef, clones it by reference (detach_buffers=True), and adapts it with
+torchopt.MetaSGD. A task returns its query loss, reduced by todist.mean_reducer (sinusoid), or
+its query loss and accuracy, reduced by the example's transpose_mean_reducer (fewshot). Each
+outer iteration on rank 0 wraps module_clone(net, by='clone') in a new RRef, calls inner_loop
+inside torchopt.distributed.autograd.context(), and runs todist.autograd.backward (which
+accumulates into .grad) and an Adam step. Run with the peer's interpreter
+(scripts/install_peer.sh); bench/run_maml_bench.py drives it.
 """
 import sys
 
 import torch
-import torch.nn.functional as F
 import torchopt
 import torchopt.distributed as todist
 
 import maml_common
 
-ARGS = maml_common.parser(__doc__).parse_args()
+ARGS = maml_common.parse_args(maml_common.parser(__doc__))
+REDUCER = todist.mean_reducer if ARGS.workload == "sinusoid" else maml_common.transpose_mean_reducer
 
 
-@todist.parallelize(partitioner=todist.dim_partitioner(dim=0, exclusive=True, keepdim=False),
-                    reducer=todist.mean_reducer)
-def inner_loop(net_rref, x_support, y_support, x_query, y_query, inner_steps, inner_lr):
-    """The query loss of one task after inner_steps MetaSGD steps on a by-reference clone of the net."""
+@todist.parallelize(partitioner=todist.dim_partitioner(dim=0, exclusive=True, keepdim=False), reducer=REDUCER)
+def inner_loop(net_rref, x_support, y_support, x_query, y_query, inner_steps, inner_lr, workload):
+    """One task's result (maml_common.task_result: the query loss, fewshot with the accuracy) after
+    inner_steps MetaSGD steps on a by-reference clone of the net."""
     net = torchopt.module_clone(net_rref.to_here(), by="reference", detach_buffers=True)
     inner_opt = torchopt.MetaSGD(net, lr=inner_lr)
     for _ in range(inner_steps):
-        inner_opt.step(F.mse_loss(net(x_support), y_support))
-    return F.mse_loss(net(x_query), y_query)
+        inner_opt.step(maml_common.task_loss(workload, net(x_support), y_support))
+    return maml_common.task_result(workload, net(x_query), y_query)
 
 
 def worker_init():
@@ -44,15 +48,16 @@ def worker_init():
 def train():
     torch.manual_seed(ARGS.seed)
     generator = torch.Generator().manual_seed(ARGS.seed + 2)
-    net = maml_common.build_net()
+    net = maml_common.build_net(ARGS.workload, ARGS.ways)
+    sample_tasks = maml_common.task_sampler(ARGS)
     meta_opt = torch.optim.Adam(net.parameters(), lr=ARGS.outer_lr)
 
     def distributed_forward(tasks):
         net_rref = todist.rpc.RRef(torchopt.module_clone(net, by="clone"))
-        return inner_loop(net_rref, *tasks, ARGS.inner_steps, ARGS.inner_lr)
+        return maml_common.loss_of(inner_loop(net_rref, *tasks, ARGS.inner_steps, ARGS.inner_lr, ARGS.workload))
 
     def distributed_iteration():
-        tasks = maml_common.sample_tasks(ARGS.meta_batch, ARGS.shots, generator)
+        tasks = sample_tasks(ARGS.meta_batch, generator)
         meta_opt.zero_grad()
         with todist.autograd.context() as context_id:
             phases = maml_common.run_phases(lambda: distributed_forward(tasks),

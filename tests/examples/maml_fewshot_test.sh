@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# examples/maml_fewshot on quick runs, in one of two modes:
+#   learns:  4 workers under distgrad-run, 40 meta-iterations of 4 tasks, must lift the
+#            accuracy on 40 meta-test tasks from the untrained network's to at least MIN (the
+#            example exits non-zero below --min_test_accuracy);
+#   resumes: one process (--local: the same arithmetic every run) trains 1 epoch, then resumes
+#            for the second alone, and must end with the checkpoint an uninterrupted 2-epoch run
+#            writes, byte for byte (an epoch's tasks depend only on the seed and its number).
+# Files go to a fresh temporary directory, removed on exit.
+#   maml_fewshot_test.sh DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes
+set -euo pipefail
+launcher=$1
+example=$2
+mode=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+case "$mode" in
+  learns)
+    timeout 300 "$launcher" --standalone --nproc-per-node 4 "$example" --epochs 2 --iterations_per_epoch 20 \
+      --meta_batch 4 --eval_tasks 40 --min_test_accuracy "$4" --checkpoint "$dir/learns.safetensors" \
+      --plot "$dir/learns.svg"
+    [ -s "$dir/learns.svg" ] || { echo "FAIL: no plot written"; exit 1; }
+    ;;
+  resumes)
+    quick=(--local --iterations_per_epoch 2 --meta_batch 3 --eval_tasks 5 --plot "")
+    timeout 120 "$example" "${quick[@]}" --epochs 1 --checkpoint "$dir/resumed.safetensors"
+    timeout 120 "$example" "${quick[@]}" --epochs 2 --checkpoint "$dir/resumed.safetensors" --resume | tee "$dir/resumed.log"
+    grep -q "^resumed from .* after epoch 1$" "$dir/resumed.log" || { echo "FAIL: the second run did not resume"; exit 1; }
+    if grep -q "^epoch 1:" "$dir/resumed.log"; then echo "FAIL: the resumed run trained epoch 1 again"; exit 1; fi
+    timeout 120 "$example" "${quick[@]}" --epochs 2 --checkpoint "$dir/uninterrupted.safetensors"
+    cmp "$dir/resumed.safetensors" "$dir/uninterrupted.safetensors" ||
+      { echo "FAIL: the resumed run's checkpoint differs from the uninterrupted run's"; exit 1; }
+    echo "the resumed checkpoint equals the uninterrupted run's"
+    ;;
+  *)
+    echo "usage: $0 DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes" >&2
+    exit 2
+    ;;
+esac
