@@ -43,12 +43,13 @@ void* as_fresh(void* data, size_t nbytes) {
 // time in page faults. Blocks of at least kCachedBlock bytes are therefore kept when freed, in
 // exact size classes (multiples of kCachedBlock below kLargeBlock, of kLargeBlock above), and
 // handed out again; large ones are 2 MiB aligned and advised for transparent huge pages. At
-// most a quarter of the machine's memory (at least 1 GiB) stays cached; beyond that, freed
-// blocks go back to the system. A process so keeps at most what it once held. The cap was
-// 1 GiB until few-shot MAML on a conv net (examples/maml_fewshot): an iteration frees gigabytes
-// of activations at the end of its backward pass and allocates them again in the next one, and
-// with the lower cap a third of its time went to the kernel zeroing fresh pages. Cached memory
-// lives until release_cached_memory() or exit.
+// most half of the machine's memory (at least 1 GiB) stays cached; beyond that, freed blocks go
+// back to the system. A process so keeps at most what it once held. The cap was 1 GiB until
+// few-shot MAML on a conv net (examples/maml_fewshot): an iteration frees the graphs of all its
+// tasks (about 300 MB each) at the end of its backward pass and allocates them again in the
+// next one; with 1 GiB a third of its time went to the kernel zeroing fresh pages, and with a
+// quarter of 23 GB a meta-batch of 32 in one process still ran 1.5x slower than the same
+// iteration with everything cached. Cached memory lives until release_cached_memory() or exit.
 //
 // Note [Small CPU blocks]
 // Blocks below kCachedBlock are kept per thread, in power-of-two size classes from 64 bytes, up
@@ -69,9 +70,9 @@ constexpr size_t kHugePage = size_t{2} << 20;
 size_t max_cached_bytes() {
   static const size_t bytes = [] {
     const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-    const size_t quarter =
-        pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page_size) / 4 : 0;
-    return std::max(quarter, size_t{1} << 30);
+    const size_t half =
+        pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page_size) / 2 : 0;
+    return std::max(half, size_t{1} << 30);
   }();
   return bytes;
 }
