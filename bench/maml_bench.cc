@@ -17,7 +17,6 @@
 //   build/bench/maml_bench --local
 // bench/run_maml_bench.py starts the worlds and compares with TorchOpt's torchopt.distributed
 // and with hand-written torch.distributed.rpc (bench/peer/maml_*.py print the same names).
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,23 +70,11 @@ void run() {
   auto outer_iteration = [&] {
     const Tasks tasks = sinusoid::sample_tasks(meta_batch, shots, task_generator);
     outer.zero_grad();
-    bench::OuterIterationPhases phases{};
-    {
-      std::optional<dg::autograd::Context> context;
-      if (!local) context.emplace();
-      const auto forward_start = bench::Clock::now();
+    const bench::OuterIterationPhases phases = bench::forward_and_backward(local, dg::Device::cpu(), [&] {
       const dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
-      const dg::Tensor loss = local ? local_meta_loss(params, tasks, inner_steps, inner_lr)
-                                    : meta_loss(params, tasks, inner_steps, inner_lr);
-      const auto backward_start = bench::Clock::now();
-      if (local) {
-        loss.backward();
-      } else {
-        dg::autograd::backward(*context, {loss});
-      }
-      phases = {bench::seconds_between(forward_start, backward_start),
-                bench::seconds_between(backward_start, bench::Clock::now())};
-    }
+      return local ? local_meta_loss(params, tasks, inner_steps, inner_lr)
+                   : meta_loss(params, tasks, inner_steps, inner_lr);
+    });
     outer.step();
     return phases;
   };

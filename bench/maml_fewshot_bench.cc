@@ -14,7 +14,6 @@
 //   build/bench/maml_fewshot_bench --local
 // bench/run_maml_bench.py --workload fewshot runs the worlds beside TorchOpt's
 // torchopt.distributed and hand-written torch.distributed.rpc (bench/peer/maml_*.py).
-#include <optional>
 #include <random>
 #include <string>
 
@@ -45,23 +44,10 @@ void run() {
   auto outer_iteration = [&] {
     const fewshot::Episodes batch = fewshot::to_device(tasks.sample(absl::GetFlag(FLAGS_meta_batch), random), device);
     outer.zero_grad();
-    bench::OuterIterationPhases phases{};
-    {
-      std::optional<dg::autograd::Context> context;
-      if (!local) context.emplace();
-      const auto forward_start = bench::Clock::now();
-      const dg::Tensor loss = std::get<0>(
+    const bench::OuterIterationPhases phases = bench::forward_and_backward(local, device, [&] {
+      return std::get<0>(
           fewshot::meta_loss_and_accuracy(dg::nn::module_clone(*net, dg::nn::CloneBy::kClone), batch, inner));
-      const auto backward_start = bench::Clock::now();
-      if (context) {
-        dg::autograd::backward(*context, {loss});
-      } else {
-        loss.backward();
-      }
-      if (device.is_cuda()) dg::cuda::synchronize(device.index);
-      phases = {bench::seconds_between(forward_start, backward_start),
-                bench::seconds_between(backward_start, bench::Clock::now())};
-    }
+    });
     outer.step();
     if (device.is_cuda()) dg::cuda::synchronize(device.index);
     return phases;

@@ -8,10 +8,15 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/distributed/dist_autograd.h"
+#include "core/cuda.h"
+#include "core/device.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace bench {
 
@@ -35,6 +40,26 @@ inline double quantile(std::vector<double> samples, double q) {
 struct OuterIterationPhases {
   double forward_seconds, backward_seconds;
 };
+
+// Runs forward() (cloning the weights, the calls, the mean loss) inside a distributed autograd
+// context, or without one when `local`, then the loss's backward pass (distributed unless
+// `local`); returns the seconds of each part, the backward's ending once `device` (a GPU) has
+// finished its queued work.
+template <typename Forward>
+OuterIterationPhases forward_and_backward(bool local, distgrad::Device device, Forward forward) {
+  std::optional<distgrad::autograd::Context> context;
+  if (!local) context.emplace();
+  const auto forward_start = Clock::now();
+  const distgrad::Tensor loss = forward();
+  const auto backward_start = Clock::now();
+  if (context) {
+    distgrad::autograd::backward(*context, {loss});
+  } else {
+    loss.backward();
+  }
+  if (device.is_cuda()) distgrad::cuda::synchronize(device.index);
+  return {seconds_between(forward_start, backward_start), seconds_between(backward_start, Clock::now())};
+}
 
 // Runs `warmup` outer iterations, then `iterations` timed ones, and prints {"name": name,
 // "seconds_per_iter": median, "p10", "p90", "iterations", "forward_seconds",
