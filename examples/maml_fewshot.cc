@@ -73,7 +73,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> class_split() {
     size_t end = 0;
     const int64_t value = std::stoll(text, &end);
     DISTGRAD_CHECK(end == text.size() && value >= 0 && value < 10,
-                   "maml_fewshot: --held_out_classes expects class numbers 0..9, found '", text, "'");
+                   "--held_out_classes expects class numbers 0..9, found '", text, "'");
     held_out.push_back(value);
   }
   for (int64_t c = 0; c < 10; ++c) {
@@ -127,7 +127,7 @@ void add_gradients(const dg::nn::Module& net, int iteration, dg::NamedTensors& g
 }
 
 void check_positive(const char* flag, int64_t value) {
-  DISTGRAD_CHECK(value >= 1, "maml_fewshot: expected --", flag, " >= 1, found ", value);
+  DISTGRAD_CHECK(value >= 1, "expected --", flag, " >= 1, found ", value);
 }
 
 void train() {
