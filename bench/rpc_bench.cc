@@ -6,7 +6,8 @@
 // MASTER_PORT); rank 0 measures and prints one JSON line per workload on stdout:
 //   latency     2 workers: rank 0 echoes float32 tensors of 1 element, 1 KB, 1 MB and 64 MB
 //               (--sizes) off worker1, through rpc_sync and rpc_async().get(); median, p10
-//               and p90 seconds.
+//               and p90 seconds. latency/memcpy/SIZE is the memcpy floor of that round trip:
+//               its bytes copied twice between touched buffers in one process.
 //   throughput  2 workers: tiny echoes with --window calls in flight for --duration_s seconds.
 //   startup     N workers: from the world's start to passing a barrier after init_rpc (the
 //               largest over ranks, gathered through the Store), then a graceful shutdown,
@@ -36,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <fstream>
@@ -135,6 +137,17 @@ void run_latency() {
       print_latency(std::string("latency/") + (sync ? "sync/" : "async/") + workload.label, std::move(samples),
                     workload.elements * 4);
     }
+    // The memcpy floor of a round trip: the bytes copied there and back between touched buffers.
+    const size_t nbytes = static_cast<size_t>(workload.elements) * 4;
+    std::vector<char> there(nbytes, 1), back(nbytes, 2);
+    std::vector<double> samples;
+    for (int i = 0; i < warm_up + repetitions; ++i) {
+      const auto start = Clock::now();
+      std::memcpy(there.data(), tensor.data_ptr(), nbytes);
+      std::memcpy(back.data(), there.data(), nbytes);
+      if (i >= warm_up) samples.push_back(seconds_between(start, Clock::now()));
+    }
+    print_latency(std::string("latency/memcpy/") + workload.label, std::move(samples), workload.elements * 4);
   }
 }
 

@@ -3,8 +3,10 @@
 
   python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup,autograd]
       [--startup-workers 64] [--peer-transports default,uv] [--peer-python ~/.venvs/distgrad-peer/bin/python]
+      [--ours distgrad,distgrad-network]
 
-Each round starts one world per contender and mode: BUILD/bench/rpc_bench (ours) and
+Each round starts one world per contender and mode: BUILD/bench/rpc_bench (ours: "distgrad" with its
+defaults, same-host shared memory on, and "distgrad-network" with DISTGRAD_SHM=0, the plain gRPC path) and
 bench/peer/rpc_torch.py once per TensorPipe transport setting ("default", and "uv" for
 _transports=["uv"]: TCP only, no busy-polling shared-memory transport). Every process gets the
 launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a
@@ -33,7 +35,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Variables a launcher may have left in our own environment; the worlds get only ours.
 LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_",
-                     "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE")
+                     "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE", "DISTGRAD_SHM")
+# Our contenders: the default (same-host shared memory on) and the plain gRPC path.
+OURS = {"distgrad": {}, "distgrad-network": {"DISTGRAD_SHM": "0"}}
 
 
 def free_port():
@@ -49,11 +53,12 @@ def kill_group(process):
         pass
 
 
-def run_world(command, world_size, timeout, failure_grace=20.0):
-    """Starts `command` as ranks 0..world_size-1 and waits for them.
+def run_world(command, world_size, timeout, extra_env, failure_grace=20.0):
+    """Starts `command` as ranks 0..world_size-1 (with `extra_env`) and waits for them.
 
     Returns (rows printed by rank 0, error text or None, seconds the world ran)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+    base.update(extra_env)
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world_size),
                 LOCAL_WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1", DISTGRAD_BENCH_SPAWN_TIME=repr(time.time()))
     processes, outputs = [], []
@@ -106,7 +111,8 @@ def run_world(command, world_size, timeout, failure_grace=20.0):
 
 
 def contenders(args, mode):
-    """(label, command, world size) for every contender of a mode; startup gives one per world size."""
+    """(label, command, world size, environment) for every contender of a mode; startup gives one per world
+    size."""
     ours = os.path.join(args.build, "bench", "rpc_bench")
     peer = [args.peer_python, os.path.join(HERE, "peer", "rpc_torch.py")]
     flags = {"latency": [f"--repetitions_scale={args.repetitions_scale}"],
@@ -115,11 +121,13 @@ def contenders(args, mode):
     peer_flags = [f.split("=", 1)[0].replace("_", "-") + "=" + f.split("=", 1)[1] for f in flags]  # --duration-s=3
     sizes = args.startup_workers if mode == "startup" else [3] if mode == "autograd" else [2]
     for size in sizes:
-        yield "distgrad", [ours, mode] + flags, size
+        for label in args.ours:
+            yield label, [ours, mode] + flags, size, OURS[label]
         if args.peer_python:
             for transports in args.peer_transports:
                 yield (f"tensorpipe-{transports}", peer + [mode, "--transports", transports,
-                                                             f"--timeout-s={args.peer_rpc_timeout}"] + peer_flags, size)
+                                                             f"--timeout-s={args.peer_rpc_timeout}"] + peer_flags,
+                       size, {})
 
 
 def peer_python_or_none(path):
@@ -145,6 +153,8 @@ def main():
     parser.add_argument("--modes", default="latency,throughput,startup", help="also: autograd")
     parser.add_argument("--startup-workers", default="64", help="comma-separated world sizes for the start-up mode")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
+    parser.add_argument("--ours", default="distgrad,distgrad-network",
+                        help="our contenders: distgrad (shared memory on), distgrad-network (DISTGRAD_SHM=0)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--repetitions-scale", type=float, default=1.0)
@@ -155,6 +165,9 @@ def main():
     args = parser.parse_args()
     args.startup_workers = [int(n) for n in args.startup_workers.split(",")]
     args.peer_transports = args.peer_transports.split(",")
+    args.ours = args.ours.split(",")
+    if args.ours[0] != "distgrad" or any(label not in OURS for label in args.ours):
+        parser.error(f"--ours must start with distgrad and name contenders of {sorted(OURS)}")
     args.peer_python = peer_python_or_none(args.peer_python)
 
     results = {}  # (workload, contender) -> list of rows, one per round
@@ -164,8 +177,8 @@ def main():
         for mode in args.modes.split(","):
             runs = list(contenders(args, mode))
             shift = round_index % len(runs)
-            for label, command, size in runs[shift:] + runs[:shift]:  # alternate, starting elsewhere each round
-                rows, error, elapsed = run_world(command, size, args.timeout)
+            for label, command, size, env in runs[shift:] + runs[:shift]:  # alternate, starting elsewhere each round
+                rows, error, elapsed = run_world(command, size, args.timeout, env)
                 print(json.dumps({"round": round_index, "contender": label, "mode": mode, "workers": size,
                                   "seconds": round(elapsed, 3), "error": error, "rows": len(rows)}), file=sys.stderr)
                 for row in rows:
@@ -181,7 +194,7 @@ def main():
                         order.append(name)
                     errors.setdefault((name, label), []).append(error)
 
-    labels = ["distgrad"] + ([f"tensorpipe-{t}" for t in args.peer_transports] if args.peer_python else [])
+    labels = args.ours + ([f"tensorpipe-{t}" for t in args.peer_transports] if args.peer_python else [])
 
     def summary(name, label):
         rows = results.get((name, label), [])
@@ -211,7 +224,8 @@ def main():
         return text
 
     header = "| workload | distgrad | " + " | ".join(
-        f"TensorPipe {t} | ratio ({t})" for t in args.peer_transports if args.peer_python) + " |"
+        [f"{label} | ratio ({label})" for label in args.ours[1:]] +
+        [f"TensorPipe {t} | ratio ({t})" for t in args.peer_transports if args.peer_python]) + " |"
     table = [header.replace("|  |", "|"), "|" + "---|" * (2 + 2 * (len(labels) - 1))]
     for name in order:
         ours = summary(name, "distgrad")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include "rpc/job_store.h"
 #include "rpc/net_util.h"
 #include "rpc/rpc.h"
+#include "rpc/shared_memory.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -101,6 +103,23 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
+// The options with DISTGRAD_SHM and DISTGRAD_SHM_THRESHOLD applied.
+RpcOptions with_environment(RpcOptions options) {
+  const std::string enabled = getenv_or("DISTGRAD_SHM", "");
+  DISTGRAD_CHECK(enabled.empty() || enabled == "0" || enabled == "1", "init_rpc: DISTGRAD_SHM=", enabled,
+                 " is not 0 or 1");
+  if (!enabled.empty()) options.shared_memory = enabled == "1";
+  const std::string threshold = getenv_or("DISTGRAD_SHM_THRESHOLD", "");
+  if (!threshold.empty()) {
+    size_t bytes = 0;
+    const auto [end, error] = std::from_chars(threshold.data(), threshold.data() + threshold.size(), bytes);
+    DISTGRAD_CHECK(error == std::errc() && end == threshold.data() + threshold.size(),
+                   "init_rpc: DISTGRAD_SHM_THRESHOLD=", threshold, " is not a number of bytes");
+    options.shared_memory_threshold = bytes;
+  }
+  return options;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -125,7 +144,15 @@ struct Agent::Impl {
   };
 
   Impl(Agent& agent, RpcOptions options)
-      : agent(agent), options(std::move(options)), world(world_info()), token(getenv_or("DISTGRAD_TOKEN", "")) {}
+      : agent(agent),
+        options(with_environment(std::move(options))),
+        world(world_info()),
+        token(getenv_or("DISTGRAD_TOKEN", "")) {
+    if (this->options.shared_memory) {
+      shared_memory =
+          std::make_unique<shm::Links>(this->options.shared_memory_threshold, this->options.shared_memory_pool_bytes);
+    }
+  }
 
   Agent& agent;
   const RpcOptions options;
@@ -138,6 +165,9 @@ struct Agent::Impl {
   std::unique_ptr<WorkerService> service;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::string> peer_addresses;
+  // Same-host shared memory (Note [Shared-memory path] in rpc/shared_memory.h); null when off.
+  std::unique_ptr<shm::Links> shared_memory;
+  std::atomic<uint64_t> network_tensors{0}, network_bytes{0};
   std::mutex peers_mutex;  // guards peers
   std::vector<std::unique_ptr<Peer>> peers;
   // Read by every call, replaced whole by set_hooks (which may run while calls are served).
@@ -212,11 +242,13 @@ struct Agent::Impl {
   void prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;
   grpc::ByteBuffer encode_request(int to, OutgoingCall& call);
   Encoded decode_reply(int from, const grpc::ByteBuffer& response);
+  SharedTensorReader shared_tensors_from(std::function<int()> sender);
   RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
   grpc::Status serve(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
                      grpc::ByteBuffer* response);
-  std::vector<WireTensor> to_wire(const std::vector<Tensor>& tensors,
-                                  const std::vector<std::pair<Device, Device>>& map);
+  // `shared_to`: the peer whose segments may carry the tensors (-1: none may).
+  std::vector<WireTensor> to_wire(const std::vector<Tensor>& tensors, const std::vector<std::pair<Device, Device>>& map,
+                                  int shared_to);
   void wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what);
   void stop();
 };
@@ -259,7 +291,9 @@ void Agent::Impl::start_server() {
   DISTGRAD_CHECK(server != nullptr && port > 0, "init_rpc: ", names[world.rank], " could not start its server on ",
                  bind_host);
   const std::string host = getenv_or("DISTGRAD_HOST", local_address_towards(world.master_addr, world.master_port));
-  store->client().set(key("address/" + std::to_string(world.rank)), host + ":" + std::to_string(port));
+  // The address, then this worker's shared-memory card when the path is on.
+  store->client().set(key("address/" + std::to_string(world.rank)),
+                      host + ":" + std::to_string(port) + (shared_memory ? "\n" + shared_memory->card() : ""));
 }
 
 void Agent::Impl::start() {
@@ -279,7 +313,12 @@ void Agent::Impl::start() {
                   " for workers to start, and these did not: ", join_ranks(missing_ranks("address", missing)), " (of ",
                   world.world_size, ")");
   }
-  for (const std::string& address_key : keys) peer_addresses.push_back(store->client().get(address_key));
+  for (int rank = 0; rank < world.world_size; ++rank) {
+    const std::string entry = store->client().get(keys[rank]);
+    const size_t newline = entry.find('\n');
+    peer_addresses.push_back(entry.substr(0, newline));
+    if (shared_memory) shared_memory->add_peer(rank, newline == std::string::npos ? "" : entry.substr(newline + 1));
+  }
   peers.resize(world.world_size);
 }
 
@@ -307,7 +346,7 @@ void Agent::Impl::prepare_context(grpc::ClientContext& context, std::chrono::mil
 }
 
 std::vector<WireTensor> Agent::Impl::to_wire(const std::vector<Tensor>& tensors,
-                                             const std::vector<std::pair<Device, Device>>& map) {
+                                             const std::vector<std::pair<Device, Device>>& map, int shared_to) {
   std::vector<WireTensor> wire;
   wire.reserve(tensors.size());
   for (const Tensor& tensor : tensors) {
@@ -315,9 +354,25 @@ std::vector<WireTensor> Agent::Impl::to_wire(const std::vector<Tensor>& tensors,
     for (const auto& [from, to] : map) {
       if (from == tensor.device()) target = to;
     }
+    if (shared_memory && shared_to >= 0 && tensor.defined()) {
+      if (std::optional<shm::SegmentRef> shared = shared_memory->put(shared_to, tensor)) {
+        wire.push_back({tensor, target, tensor.requires_grad(), shared});
+        continue;
+      }
+    }
     wire.push_back({ops::contiguous(ops::to(tensor, Device::cpu())), target, tensor.requires_grad()});
+    network_tensors.fetch_add(1, std::memory_order_relaxed);
+    network_bytes.fetch_add(tensor.numel() * tensor.element_size(), std::memory_order_relaxed);
   }
   return wire;
+}
+
+SharedTensorReader Agent::Impl::shared_tensors_from(std::function<int()> sender) {
+  if (!shared_memory) return {};
+  return [links = shared_memory.get(), sender = std::move(sender)](const shm::SegmentRef& ref, const Shape& sizes,
+                                                                   DType dtype) {
+    return links->view(sender(), ref, sizes, dtype);
+  };
 }
 
 grpc::ByteBuffer Agent::Impl::encode_request(int to, OutgoingCall& call) {
@@ -331,6 +386,7 @@ grpc::ByteBuffer Agent::Impl::encode_request(int to, OutgoingCall& call) {
   header.set_caller_rank(world.rank);
   header.set_autograd_context_id(ids.context_id);
   header.set_autograd_message_id(ids.message_id);
+  header.set_reply_through_shared_memory(shared_memory && shared_memory->reads_from(to));
   static const std::vector<std::pair<Device, Device>> kNoMap;
   auto map = options.device_maps.find(names[to]);
   const auto& device_map = map == options.device_maps.end() ? kNoMap : map->second;
@@ -341,14 +397,16 @@ grpc::ByteBuffer Agent::Impl::encode_request(int to, OutgoingCall& call) {
     pair->set_callee_type(static_cast<int32_t>(callee.type));
     pair->set_callee_index(callee.index);
   }
-  const std::vector<WireTensor> tensors = to_wire(call.arguments.tensors, device_map);
+  const std::vector<WireTensor> tensors =
+      to_wire(call.arguments.tensors, device_map, shared_memory && shared_memory->read_by(to) ? to : -1);
   for (const WireTensor& tensor : tensors) describe_tensor(tensor, header.add_tensors());
   return encode_frame(header, std::move(call.arguments.payload), tensors);
 }
 
 Encoded Agent::Impl::decode_reply(int from, const grpc::ByteBuffer& response) {
   wire::ReplyHeader header;
-  DecodedFrame frame = decode_frame(response, header);
+  DecodedFrame frame = decode_frame(response, header, shared_tensors_from([from] { return from; }));
+  if (shared_memory) shared_memory->set_read_by(from, header.callee_reads_shared_memory());
   const std::shared_ptr<const CallHooks> hooks = this->hooks.load();
   if (hooks->on_reply) {
     hooks->on_reply(from, frame.tensors, frame.requires_grad,
@@ -379,7 +437,7 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
   }
   wire::CallHeader header;
   try {
-    DecodedFrame frame = decode_frame(request, header);
+    DecodedFrame frame = decode_frame(request, header, shared_tensors_from([&header] { return header.caller_rank(); }));
     const Handler* handler = FunctionRegistry::instance().find(header.function());
     if (handler == nullptr) {
       return to_grpc_status(StatusCode::kNotFound,
@@ -400,12 +458,14 @@ grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, cons
     reply.set_payload_bytes(result.payload.size());
     reply.set_autograd_context_id(ids.context_id);
     reply.set_autograd_message_id(ids.message_id);
+    reply.set_callee_reads_shared_memory(shared_memory && known_caller && shared_memory->reads_from(caller));
     std::vector<std::pair<Device, Device>> back;  // callee device -> caller device
     for (const wire::DevicePair& pair : header.reply_devices()) {
       back.emplace_back(Device{static_cast<DeviceType>(pair.callee_type()), pair.callee_index()},
                         Device{static_cast<DeviceType>(pair.caller_type()), pair.caller_index()});
     }
-    const std::vector<WireTensor> tensors = to_wire(result.tensors, back);
+    const std::vector<WireTensor> tensors =
+        to_wire(result.tensors, back, known_caller && header.reply_through_shared_memory() ? caller : -1);
     for (const WireTensor& tensor : tensors) describe_tensor(tensor, reply.add_tensors());
     *response = encode_frame(reply, std::move(result.payload), tensors);
     scope.reset();
@@ -492,6 +552,18 @@ const std::string& Agent::worker_name(int rank) const {
   return impl_->names[rank];
 }
 StoreClient& Agent::store() { return impl_->store->client(); }
+
+TransportStats Agent::transport_stats() const {
+  TransportStats stats;
+  stats.network_tensors = impl_->network_tensors.load(std::memory_order_relaxed);
+  stats.network_bytes = impl_->network_bytes.load(std::memory_order_relaxed);
+  if (const shm::Links* links = impl_->shared_memory.get()) {
+    stats.shared_memory_tensors = links->counters().shared_tensors.load(std::memory_order_relaxed);
+    stats.shared_memory_bytes = links->counters().shared_bytes.load(std::memory_order_relaxed);
+    std::tie(stats.shared_memory_segments, stats.shared_memory_segment_bytes) = links->pool_size();
+  }
+  return stats;
+}
 void install_call_hooks(CallHooks hooks) {
   auto shared = std::make_shared<const CallHooks>(std::move(hooks));
   {

@@ -68,6 +68,14 @@ struct CallHooks {
 // when linked in); applies to the running agent too.
 void install_call_hooks(CallHooks hooks);
 
+// What this process sent, by path (RpcOptions::shared_memory): tensors and their bytes, and the
+// shared-memory segments it keeps for its peers.
+struct TransportStats {
+  uint64_t shared_memory_tensors = 0, shared_memory_bytes = 0;
+  uint64_t network_tensors = 0, network_bytes = 0;
+  size_t shared_memory_segments = 0, shared_memory_segment_bytes = 0;
+};
+
 // A call about to be made.
 struct OutgoingCall {
   std::string function;
@@ -104,6 +112,7 @@ class Agent {
   void shutdown(bool graceful);
 
   StoreClient& store();
+  TransportStats transport_stats() const;
   // Replaces this agent's hooks (install_call_hooks sets them for every agent).
   void set_hooks(CallHooks hooks);
 

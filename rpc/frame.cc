@@ -97,7 +97,7 @@ DType dtype_from_wire(int32_t dtype) {
 }
 
 // Reads one tensor's bytes as `meta` describes them and puts it on its target device.
-Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t index) {
+Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t index, const SharedTensorReader& shared) {
   const DType dtype = dtype_from_wire(meta.dtype());
   const Device device = device_from_wire(meta.device_type(), meta.device_index());
   Shape sizes;
@@ -117,13 +117,19 @@ Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t ind
     throw CodecError("tensor " + std::to_string(index) + " of shape " + shape_str(sizes) + " and dtype " +
                      dtype_name(dtype) + " cannot have " + std::to_string(meta.nbytes()) + " bytes");
   }
-  if (meta.nbytes() > reader.remaining()) {
+  Tensor tensor;
+  if (meta.has_shared()) {
+    if (!shared) {
+      throw CodecError("tensor " + std::to_string(index) +
+                       " is in a shared-memory segment, which this process does not take from this sender");
+    }
+    const wire::SharedSegment& segment = meta.shared();
+    tensor = shared({segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()}, sizes, dtype);
+  } else if (meta.nbytes() > reader.remaining()) {
     throw CodecError("truncated message: tensor " + std::to_string(index) + " needs " + std::to_string(meta.nbytes()) +
                      " bytes, " + std::to_string(reader.remaining()) + " left");
-  }
-  Tensor tensor;
-  const uint8_t* data = nullptr;
-  if (auto owner = meta.nbytes() > 0 ? reader.view(meta.nbytes(), element, &data) : nullptr) {
+  } else if (const uint8_t* data = nullptr;
+             auto owner = meta.nbytes() > 0 ? reader.view(meta.nbytes(), element, &data) : nullptr) {
     Storage storage = Storage::wrap(const_cast<uint8_t*>(data), meta.nbytes(), Device::cpu(),
                                     [owner = std::move(owner)](void*) mutable { owner.reset(); });
     tensor = Tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
@@ -150,6 +156,13 @@ void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta) {
   meta->set_device_index(tensor.target_device.index);
   meta->set_nbytes(tensor.data.numel() * tensor.data.element_size());
   meta->set_requires_grad(tensor.requires_grad);
+  if (tensor.shared) {
+    wire::SharedSegment* segment = meta->mutable_shared();
+    segment->set_fd(tensor.shared->fd);
+    segment->set_inode(tensor.shared->inode);
+    segment->set_file_bytes(tensor.shared->file_bytes);
+    segment->set_ticket(tensor.shared->ticket);
+  }
 }
 
 grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::string payload,
@@ -165,7 +178,7 @@ grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::
   slices.emplace_back(head->data(), head->size(), &release_string, head);
   for (const WireTensor& tensor : tensors) {
     const size_t nbytes = tensor.data.numel() * tensor.data.element_size();
-    if (nbytes == 0) continue;
+    if (nbytes == 0 || tensor.shared) continue;
     // The slice keeps the tensor (and so its memory) alive until gRPC has sent it.
     slices.emplace_back(tensor.data.data_ptr(), nbytes, &release_tensor, new Tensor(tensor.data));
   }
@@ -173,7 +186,7 @@ grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::
 }
 
 template <typename Header>
-DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header) {
+DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const SharedTensorReader& shared) {
   SliceReader reader(message);
   uint32_t header_size = 0;
   reader.read(&header_size, sizeof header_size);
@@ -189,9 +202,24 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header) {
   }
   frame.payload = reader.read_string(header.payload_bytes());
   frame.tensors.reserve(header.tensors_size());
-  for (int i = 0; i < header.tensors_size(); ++i) {
-    frame.tensors.push_back(read_tensor(reader, header.tensors(i), i));
-    frame.requires_grad.push_back(header.tensors(i).requires_grad());
+  int i = 0;
+  try {
+    for (; i < header.tensors_size(); ++i) {
+      frame.tensors.push_back(read_tensor(reader, header.tensors(i), i, shared));
+      frame.requires_grad.push_back(header.tensors(i).requires_grad());
+    }
+  } catch (const CodecError&) {
+    // The sender's segments named after the bad tensor would stay occupied: view each as an empty
+    // tensor and drop it, which releases it.
+    for (++i; shared && i < header.tensors_size(); ++i) {
+      if (!header.tensors(i).has_shared()) continue;
+      const wire::SharedSegment& segment = header.tensors(i).shared();
+      try {
+        shared({segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()}, {0}, DType::kBool);
+      } catch (const CodecError&) {  // a segment that cannot be opened holds nothing to release
+      }
+    }
+    throw;
   }
   if (reader.remaining() != 0) {
     throw CodecError(std::to_string(reader.remaining()) + " bytes follow the last tensor");
@@ -199,7 +227,7 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header) {
   return frame;
 }
 
-template DecodedFrame decode_frame(const grpc::ByteBuffer&, wire::CallHeader&);
-template DecodedFrame decode_frame(const grpc::ByteBuffer&, wire::ReplyHeader&);
+template DecodedFrame decode_frame(const grpc::ByteBuffer&, wire::CallHeader&, const SharedTensorReader&);
+template DecodedFrame decode_frame(const grpc::ByteBuffer&, wire::ReplyHeader&, const SharedTensorReader&);
 
 }  // namespace distgrad::rpc

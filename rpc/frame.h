@@ -5,24 +5,30 @@
 // of each tensor the header lists, in order. encode_frame builds the message from slices
 // that point into the tensors' own memory (no copy on send); decode_frame checks every length
 // against the header and the message, and hands out tensors that view gRPC's receive buffers
-// when a tensor's bytes arrived in one piece (no copy on receive), or a copy otherwise.
+// when a tensor's bytes arrived in one piece (no copy on receive), or a copy otherwise. Tensors
+// sent through shared memory (Note [Shared-memory path] in rpc/shared_memory.h) are named in the
+// header and their bytes left out of the frame.
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "proto/distgrad.pb.h"
+#include "rpc/shared_memory.h"
 
 namespace distgrad::rpc {
 
 // A tensor's wire form: contiguous bytes on the CPU, and where the receiver should put it.
 struct WireTensor {
-  Tensor data;           // contiguous, on the CPU
+  Tensor data;           // contiguous, on the CPU, unless `shared` holds the bytes
   Device target_device;  // the receiver's device for it
   bool requires_grad = false;
+  std::optional<shm::SegmentRef> shared;  // the bytes travel in this segment, not in the frame
 };
 
 // The metadata of a wire tensor.
@@ -39,7 +45,10 @@ struct DecodedFrame {
   std::vector<Tensor> tensors;      // on the devices the header names, without autograd state
   std::vector<bool> requires_grad;  // per tensor: whether the sender's required grad
 };
+// Turns a tensor whose bytes are in a shared-memory segment into a tensor (PeerSegments::view).
+using SharedTensorReader = std::function<Tensor(const shm::SegmentRef&, const Shape&, DType)>;
+// Tensors in shared memory are refused (CodecError) when `shared` is empty.
 template <typename Header>
-DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header);
+DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const SharedTensorReader& shared = {});
 
 }  // namespace distgrad::rpc

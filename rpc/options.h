@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,6 +33,14 @@ struct RpcOptions {
   // trip 1.6x slower (docs/benchmarks.md, "RPC"). Process-wide: the heap stays at its peak.
   // Left alone when GLIBC_TUNABLES sets either threshold.
   bool keep_freed_memory = true;
+  // Same-host shared memory (docs/rpc.md, "Same-host shared memory"): tensors of at least
+  // `shared_memory_threshold` bytes to or from a worker on this host travel through shared
+  // memory, in segments of which this worker keeps at most `shared_memory_pool_bytes` per peer
+  // (beyond that, and to other hosts, tensors go over the network). The environment overrides
+  // these: DISTGRAD_SHM=0 or 1, DISTGRAD_SHM_THRESHOLD (bytes).
+  bool shared_memory = true;
+  size_t shared_memory_threshold = size_t{64} << 10;
+  size_t shared_memory_pool_bytes = size_t{1} << 30;
 };
 
 }  // namespace distgrad::rpc

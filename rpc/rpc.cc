@@ -58,6 +58,8 @@ int get_worker_id(std::string_view name) { return rpc::get_worker_id(name, get_w
 void barrier() { agent().barrier(agent().options().init_timeout); }
 void barrier(std::chrono::milliseconds timeout) { agent().barrier(timeout); }
 
+TransportStats transport_stats() { return agent().transport_stats(); }
+
 void set_default_timeout(std::chrono::milliseconds timeout) {
   DISTGRAD_CHECK(timeout.count() >= 0, "set_default_timeout: expected a non-negative timeout, found ", timeout.count(),
                  " ms");

@@ -63,6 +63,9 @@ int get_worker_id(std::string_view name);
 void barrier();
 void barrier(std::chrono::milliseconds timeout);
 
+// What this process has sent through shared memory and over the network (rpc/agent.h).
+TransportStats transport_stats();
+
 // The default deadline of calls (RpcOptions::timeout until changed); 0 = none.
 void set_default_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds default_timeout();

@@ -471,9 +471,11 @@ std::string address_key(int rank) {
              restart != nullptr && *restart != '\0' ? restart : "0", "/address/", rank);
 }
 
-// A stub for the Worker service of `rank`, at the address it published.
+// A stub for the Worker service of `rank`, at the address it published (the entry's first line;
+// a second one holds its shared-memory card).
 std::unique_ptr<grpc::GenericStub> raw_stub(int rank) {
-  const std::string address = agent().store().get(address_key(rank));
+  const std::string entry = agent().store().get(address_key(rank));
+  const std::string address = entry.substr(0, entry.find('\n'));
   say("worker", rank, " serves at ", address);
   return std::make_unique<grpc::GenericStub>(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 }

@@ -1,0 +1,52 @@
+// The same-host shared-memory path with real processes on loopback: the scenarios of
+// tests/rpc/shm_test_worker.cc run as every rank of a world (tests/rpc/multiprocess.h). ctest runs
+// this binary twice, with the path on and with DISTGRAD_SHM=0 (the scenarios expect each).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/rpc/multiprocess.h"
+
+#ifndef DISTGRAD_SHM_TEST_WORKER
+#error "DISTGRAD_SHM_TEST_WORKER must name the shm_test_worker binary (tests/rpc/CMakeLists.txt)"
+#endif
+
+namespace distgrad::rpc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kWorker[] = DISTGRAD_SHM_TEST_WORKER;
+
+std::set<std::string> dev_shm_entries() {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) names.insert(entry.path().string());
+  return names;
+}
+
+TEST(SharedMemoryPath, EchoesArriveIntactAndAThousandLargeCallsLeaveMemoryFlat) {
+  const std::set<std::string> before = dev_shm_entries();
+  const std::vector<ProcessResult> results = run_world(kWorker, {"echo"}, 2);
+  for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("1000 calls of 4 MB")) << results[0];
+  EXPECT_EQ(dev_shm_entries(), before) << "the world left files in /dev/shm";
+}
+
+TEST(SharedMemoryPath, APeerKilledWhileHoldingASegmentFailsItsCallOnlyAndLeavesNothingBehind) {
+  const std::set<std::string> before = dev_shm_entries();
+  const std::vector<ProcessResult> results = run_world(kWorker, {"peer_killed"}, 3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(results[0].succeeded()) << describe(results);
+  EXPECT_EQ(results[1].signal, SIGKILL) << describe(results);
+  EXPECT_TRUE(results[2].succeeded()) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("the tensor from the dead worker is intact")) << results[0];
+  EXPECT_EQ(dev_shm_entries(), before) << "the world left files in /dev/shm";
+}
+
+}  // namespace
+}  // namespace distgrad::rpc::testing

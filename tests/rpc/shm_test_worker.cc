@@ -1,0 +1,243 @@
+// The worker of the shared-memory tests (tests/rpc/shared_memory_test.cc, and
+// tests/rpc/shm_hosts_test.sh across network-namespace hosts): `shm_test_worker SCENARIO`, run as
+// every rank of a world. Each scenario checks which path tensors took (rpc::transport_stats), that
+// they arrive intact, and what is left behind; it exits 0, or prints "[workerN] error: ..." and
+// exits non-zero at the first failed check.
+//
+// DISTGRAD_SHM=0 in the environment means the path is off: the scenarios then expect every tensor
+// to go over the network and still arrive intact.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/creation.h"
+#include "core/ops.h"
+#include "rpc/rpc.h"
+#include "tests/rpc/scenario.h"
+
+namespace distgrad::rpc {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Failure;
+using testing::require;
+using testing::say;
+
+bool shared_memory_on() {
+  const char* setting = std::getenv("DISTGRAD_SHM");
+  return setting == nullptr || std::string(setting) != "0";
+}
+
+// The tensor a call with `seed` sends: n float32 values that depend on the seed and the index.
+Tensor pattern(int64_t n, int64_t seed) {
+  return ops::add(arange(0.0, static_cast<double>(n), 1.0), static_cast<double>(seed));
+}
+
+void require_pattern(const Tensor& tensor, int64_t n, int64_t seed, const std::string& what) {
+  require(tensor.numel() == n, what, ": ", tensor.numel(), " elements, expected ", n);
+  const float* data = tensor.data<float>();
+  for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 97)) {
+    require(data[i] == static_cast<float>(i + seed), what, ": element ", i, " is ", data[i], ", expected ",
+            static_cast<float>(i + seed));
+  }
+  require(data[n - 1] == static_cast<float>(n - 1 + seed), what, ": the last element is ", data[n - 1]);
+}
+
+// Registered functions.
+Tensor echo_tensor(Tensor x) { return x; }
+DISTGRAD_REMOTE(echo_tensor);
+
+// Returns x + 1 (a fresh tensor, so the reply needs a segment of its own).
+Tensor plus_one(Tensor x) { return ops::add(x, 1.0); }
+DISTGRAD_REMOTE(plus_one);
+
+// A fresh tensor of n values for `seed`, made on the callee.
+Tensor make_pattern(int64_t n, int64_t seed) { return pattern(n, seed); }
+DISTGRAD_REMOTE(make_pattern);
+
+// Keeps the received tensor (a view of the caller's segment) and dies holding it.
+Tensor held;
+int64_t hold_and_die(Tensor x) {
+  held = x;
+  std::fputs("hold_and_die: raising SIGKILL while holding the caller's segment\n", stdout);
+  std::fflush(stdout);
+  ::raise(SIGKILL);
+  return 0;
+}
+DISTGRAD_REMOTE(hold_and_die);
+
+// How many tensors this worker has sent through shared memory.
+int64_t shared_tensors_sent() { return static_cast<int64_t>(transport_stats().shared_memory_tensors); }
+DISTGRAD_REMOTE(shared_tensors_sent);
+
+// Lets a worker that waits in serve_until_released() stop.
+std::atomic<bool> released{false};
+bool release() {
+  released = true;
+  return true;
+}
+DISTGRAD_REMOTE(release);
+
+// Serves calls until rank 0 calls release(), then stops without waiting for the others (one of
+// them is dead).
+void serve_until_released() {
+  const auto start = std::chrono::steady_clock::now();
+  while (!released) {
+    require(std::chrono::steady_clock::now() - start < 60s, "rank 0 did not release this worker within 60 s");
+    std::this_thread::sleep_for(10ms);
+  }
+  shutdown(false);
+}
+
+// Resident memory of this process in bytes (VmRSS: anonymous, file and shared pages).
+int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  throw Failure("no VmRSS in /proc/self/status");
+}
+
+std::set<std::string> dev_shm_entries() {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) names.insert(entry.path().string());
+  return names;
+}
+
+// Rank 0 echoes tensors of every size class off worker1 and checks each; the first call opens the
+// path, every later large one takes it; 1000 large calls leave memory, segments and /dev/shm flat.
+int echo() {
+  return auto_init_rpc(
+      nullptr, rank_zero_only([] {
+        const std::set<std::string> shm_before = dev_shm_entries();
+        require_pattern(rpc_sync(1, &echo_tensor, pattern(16, 1)), 16, 1, "a tiny echo");
+        const TransportStats opened = transport_stats();
+        for (int64_t n : {int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22}) {
+          for (int64_t seed = 0; seed < 3; ++seed) {
+            require_pattern(rpc_sync(1, &echo_tensor, pattern(n, seed)), n, seed, "an echo");
+            require_pattern(rpc_async(1, &plus_one, pattern(n, seed)).get(), n, seed + 1, "plus_one");
+          }
+        }
+        // A non-contiguous tensor arrives as its contiguous values.
+        const Tensor wide = ops::reshape(pattern(1 << 16, 0), {256, 256});
+        const Tensor back = rpc_sync(1, &echo_tensor, ops::transpose(wide, 0, 1));
+        require(ops::allclose(back, ops::transpose(wide, 0, 1)), "a transposed tensor came back different");
+        const TransportStats sent = transport_stats();
+        const int64_t replied = rpc_sync(1, &shared_tensors_sent);
+        say("sent: ", sent.shared_memory_tensors, " tensors through shared memory, ", sent.network_tensors,
+            " over the network; worker1 replied ", replied, " through shared memory");
+        if (shared_memory_on()) {
+          require(sent.shared_memory_tensors - opened.shared_memory_tensors == 19,
+                  "expected the 19 large requests after the first call in shared memory, found ",
+                  sent.shared_memory_tensors - opened.shared_memory_tensors);
+          require(replied == 19, "expected 19 replies in shared memory, found ", replied);
+        } else {
+          require(sent.shared_memory_tensors == 0 && replied == 0,
+                  "DISTGRAD_SHM=0, yet tensors went through shared memory");
+        }
+        // 1000 calls of 4 MB: memory, segments and /dev/shm stay flat.
+        const int64_t n = int64_t{1} << 20;
+        int64_t resident_after_warmup = 0;
+        size_t segments_after_warmup = 0;
+        for (int64_t call = 0; call < 1000; ++call) {
+          require_pattern(rpc_sync(1, &plus_one, pattern(n, call)), n, call + 1, "a large call");
+          if (call == 99) {
+            resident_after_warmup = resident_bytes();
+            segments_after_warmup = transport_stats().shared_memory_segments;
+          }
+        }
+        const int64_t growth = resident_bytes() - resident_after_warmup;
+        const TransportStats after = transport_stats();
+        say("1000 calls of 4 MB: resident memory grew by ", growth / 1024, " KiB after the 100th; ",
+            after.shared_memory_segments, " segments of ", after.shared_memory_segment_bytes >> 20, " MiB");
+        require(growth < (int64_t{32} << 20), "resident memory grew by ", growth >> 20,
+                " MiB from the 100th to the 1000th call");
+        require(after.shared_memory_segments == segments_after_warmup, "the segments went from ", segments_after_warmup,
+                " to ", after.shared_memory_segments);
+        require(!shared_memory_on() || after.shared_memory_segments <= 8, after.shared_memory_segments,
+                " segments for calls made one at a time");
+        require(dev_shm_entries() == shm_before, "/dev/shm changed");
+      }));
+}
+
+// Rank 0 keeps a tensor worker1 sent through shared memory, then worker1 dies holding one of rank
+// 0's segments: the call fails, the kept tensor stays intact, and calls to worker2 go on.
+int peer_killed() {
+  init_rpc();
+  if (get_rank() != 0) {
+    serve_until_released();  // worker1 dies before
+    return 0;
+  }
+  const int64_t n = int64_t{1} << 20;
+  rpc_sync(1, &echo_tensor, pattern(16, 0));  // opens the path both ways
+  const Tensor kept = rpc_sync(1, &make_pattern, n, int64_t{7});
+  require(rpc_sync(1, &shared_tensors_sent) == (shared_memory_on() ? 1 : 0),
+          "worker1's reply did not take the expected path");
+  try {
+    rpc_sync_with_timeout(1, 20s, &hold_and_die, pattern(n, 3));
+    throw Failure("hold_and_die returned");
+  } catch (const RemoteError& error) {
+    say("the call of the peer that died holding a segment failed: ", status_code_name(error.code()));
+  }
+  require_pattern(kept, n, 7, "the tensor worker1 sent before it died");
+  for (int64_t call = 0; call < 20; ++call) {
+    require_pattern(rpc_sync(2, &plus_one, pattern(n, call)), n, call + 1, "a call to worker2");
+  }
+  say("worker2 still answers, and the tensor from the dead worker is intact");
+  rpc_sync(2, &release);
+  shutdown(false);
+  return 0;
+}
+
+// Every rank but 0 on the host of rank 0 (the same host identity) gets tensors through shared
+// memory, every other rank over the network. Run across network-namespace hosts by
+// tests/rpc/shm_hosts_test.sh: ranks 0 and 1 on one host, 2 and 3 on another.
+int hosts() {
+  return auto_init_rpc(nullptr, rank_zero_only([] {
+                         const int64_t n = int64_t{1} << 18;
+                         for (int rank = 1; rank < get_world_size(); ++rank) {
+                           const TransportStats before = transport_stats();
+                           for (int64_t call = 0; call < 3; ++call) {
+                             require_pattern(rpc_sync(rank, &plus_one, pattern(n, call)), n, call + 1, "a call");
+                           }
+                           const TransportStats after = transport_stats();
+                           const uint64_t shared = after.shared_memory_tensors - before.shared_memory_tensors;
+                           const int64_t replied = rpc_sync(rank, &shared_tensors_sent);
+                           const bool same_host = rank < get_local_world_size();
+                           say(get_worker_name(rank), (same_host ? " (this host)" : " (another host)"), ": ", shared,
+                               " requests and ", replied, " replies through shared memory");
+                           // The first request opens the path; the later two take it, and every reply.
+                           require(shared == (same_host ? 2u : 0u) && replied == (same_host ? 3 : 0),
+                                   get_worker_name(rank), " took the wrong path");
+                         }
+                         say("same-host peers used shared memory, the others the network");
+                       }));
+}
+
+const std::map<std::string, std::function<int()>>& scenarios() {
+  static const auto* table = new std::map<std::string, std::function<int()>>{
+      {"echo", echo},
+      {"peer_killed", peer_killed},
+      {"hosts", hosts},
+  };
+  return *table;
+}
+
+}  // namespace
+}  // namespace distgrad::rpc
+
+int main(int argc, char** argv) {
+  return distgrad::rpc::testing::scenario_main(argc, argv, distgrad::rpc::scenarios());
+}
