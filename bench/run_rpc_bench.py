@@ -6,7 +6,8 @@
       [--ours distgrad,distgrad-network]
 
 Each round starts one world per contender and mode: BUILD/bench/rpc_bench (ours: "distgrad" with its
-defaults, same-host shared memory on, and "distgrad-network" with DISTGRAD_SHM=0, the plain gRPC path) and
+defaults, same-host shared memory and local socket on, and "distgrad-network" with DISTGRAD_SAME_HOST=0,
+the plain gRPC path) and
 bench/peer/rpc_torch.py once per TensorPipe transport setting ("default", and "uv" for
 _transports=["uv"]: TCP only, no busy-polling shared-memory transport). Every process gets the
 launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a
@@ -35,9 +36,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Variables a launcher may have left in our own environment; the worlds get only ours.
 LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_",
-                     "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE", "DISTGRAD_SHM")
-# Our contenders: the default (same-host shared memory on) and the plain gRPC path.
-OURS = {"distgrad": {}, "distgrad-network": {"DISTGRAD_SHM": "0"}}
+                     "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE", "DISTGRAD_SHM", "DISTGRAD_SAME_HOST",
+                     "DISTGRAD_LOCAL_SOCKET")
+# Our contenders: the default (same-host shared memory and local socket on) and the plain gRPC path.
+OURS = {"distgrad": {}, "distgrad-network": {"DISTGRAD_SAME_HOST": "0"}}
 
 
 def free_port():
@@ -154,7 +156,7 @@ def main():
     parser.add_argument("--startup-workers", default="64", help="comma-separated world sizes for the start-up mode")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
     parser.add_argument("--ours", default="distgrad,distgrad-network",
-                        help="our contenders: distgrad (shared memory on), distgrad-network (DISTGRAD_SHM=0)")
+                        help="our contenders: distgrad (same-host paths on), distgrad-network (gRPC alone)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--repetitions-scale", type=float, default=1.0)

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
 #include "core/copy.h"
@@ -24,6 +24,7 @@
 #include "rpc/executor.h"
 #include "rpc/frame.h"
 #include "rpc/job_store.h"
+#include "rpc/local_socket.h"
 #include "rpc/net_util.h"
 #include "rpc/rpc.h"
 #include "rpc/shared_memory.h"
@@ -51,15 +52,6 @@ std::shared_ptr<const CallHooks>& installed_hooks_slot() {
 std::shared_ptr<const CallHooks> installed_hooks() {
   std::lock_guard<std::mutex> lock(installed_hooks_mutex);
   return installed_hooks_slot();
-}
-
-bool tokens_equal(std::string_view a, std::string_view b) {
-  unsigned char difference = a.size() == b.size() ? 0 : 1;
-  const size_t size = std::max(a.size(), b.size());
-  for (size_t i = 0; i < size; ++i) {
-    difference |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
-  }
-  return difference == 0;
 }
 
 StatusCode to_status_code(grpc::StatusCode code) { return static_cast<StatusCode>(static_cast<int>(code)); }
@@ -103,12 +95,21 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
-// The options with DISTGRAD_SHM and DISTGRAD_SHM_THRESHOLD applied.
+// A 0/1 switch from the environment, when set.
+void read_switch(const char* name, bool* value) {
+  const std::string text = getenv_or(name, "");
+  DISTGRAD_CHECK(text.empty() || text == "0" || text == "1", "init_rpc: ", name, "=", text, " is not 0 or 1");
+  if (!text.empty()) *value = text == "1";
+}
+
+// The options with DISTGRAD_SAME_HOST (both same-host paths), then DISTGRAD_SHM,
+// DISTGRAD_SHM_THRESHOLD and DISTGRAD_LOCAL_SOCKET applied.
 RpcOptions with_environment(RpcOptions options) {
-  const std::string enabled = getenv_or("DISTGRAD_SHM", "");
-  DISTGRAD_CHECK(enabled.empty() || enabled == "0" || enabled == "1", "init_rpc: DISTGRAD_SHM=", enabled,
-                 " is not 0 or 1");
-  if (!enabled.empty()) options.shared_memory = enabled == "1";
+  bool same_host = true;
+  read_switch("DISTGRAD_SAME_HOST", &same_host);
+  if (!same_host) options.shared_memory = options.local_socket = false;
+  read_switch("DISTGRAD_SHM", &options.shared_memory);
+  read_switch("DISTGRAD_LOCAL_SOCKET", &options.local_socket);
   const std::string threshold = getenv_or("DISTGRAD_SHM_THRESHOLD", "");
   if (!threshold.empty()) {
     size_t bytes = 0;
@@ -132,6 +133,10 @@ struct Agent::Impl {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::GenericStub> stub;
     std::unique_ptr<grpc::internal::RpcMethod> method;  // registered on the channel, for blocking calls
+    // Same-host peers: the local socket (Note [Local socket path]), tried once; null when it
+    // could not connect.
+    std::unique_ptr<local::Client> local;
+    bool local_tried = false;
   };
 
   // One asynchronous call from its start to its completion callback.
@@ -168,6 +173,10 @@ struct Agent::Impl {
   // Same-host shared memory (Note [Shared-memory path] in rpc/shared_memory.h); null when off.
   std::unique_ptr<shm::Links> shared_memory;
   std::atomic<uint64_t> network_tensors{0}, network_bytes{0};
+  // Same-host calls over a Unix-domain socket (Note [Local socket path] in rpc/local_socket.h).
+  std::unique_ptr<local::Server> local_server;  // null when off
+  std::vector<std::string> local_socket_names;  // per rank: empty unless on this host with it on
+  std::atomic<uint64_t> local_socket_calls{0}, grpc_calls{0};
   std::mutex peers_mutex;  // guards peers
   std::vector<std::unique_ptr<Peer>> peers;
   // Read by every call, replaced whole by set_hooks (which may run while calls are served).
@@ -175,10 +184,12 @@ struct Agent::Impl {
   // This worker's client calls in flight (async and sync). A graceful shutdown waits for them;
   // stop() cancels them and waits for their completions, so that no callback outlives the agent
   // and no call is left inside gRPC when the process exits. Recursive: gRPC may run a cancelled
-  // call's callback (which calls call_finished) inline, inside TryCancel.
+  // call's callback (which calls call_finished) inline, inside TryCancel. Keyed by each call's
+  // state; the gRPC context to cancel, or null for calls on a local socket (closing the sockets
+  // fails those).
   std::recursive_mutex calls_mutex;
   std::condition_variable_any calls_finished;  // notified under calls_mutex
-  std::unordered_set<grpc::ClientContext*> calls_in_flight ABSL_GUARDED_BY(calls_mutex);
+  std::unordered_map<const void*, grpc::ClientContext*> calls_in_flight ABSL_GUARDED_BY(calls_mutex);
   int barrier_generation = 0;
   bool stopped = false;
   // Note [Calls before init_rpc returns]: requests wait until calls_open or calls_closed.
@@ -212,13 +223,13 @@ struct Agent::Impl {
     return ranks;
   }
 
-  void call_started(grpc::ClientContext* context) {
+  void call_started(const void* call, grpc::ClientContext* context) {
     std::lock_guard<std::recursive_mutex> lock(calls_mutex);
-    calls_in_flight.insert(context);
+    calls_in_flight.emplace(call, context);
   }
-  void call_finished(grpc::ClientContext* context) {
+  void call_finished(const void* call) {
     std::lock_guard<std::recursive_mutex> lock(calls_mutex);
-    calls_in_flight.erase(context);
+    calls_in_flight.erase(call);
     calls_finished.notify_all();
   }
   // Waits until no client call is in flight (each has its own deadline).
@@ -231,21 +242,31 @@ struct Agent::Impl {
   // is alive when it is cancelled (one finished inline is erased from the set, not the copy).
   bool cancel_calls(std::chrono::milliseconds timeout) {
     std::unique_lock<std::recursive_mutex> lock(calls_mutex);
-    const std::vector<grpc::ClientContext*> in_flight(calls_in_flight.begin(), calls_in_flight.end());
+    std::vector<grpc::ClientContext*> in_flight;
+    for (const auto& [call, context] : calls_in_flight) {
+      if (context != nullptr) in_flight.push_back(context);
+    }
     for (grpc::ClientContext* context : in_flight) context->TryCancel();
     return calls_finished.wait_for(lock, timeout, [this] { return calls_in_flight.empty(); });
   }
 
   void start();
   void start_server();
+  void add_peer_entry(int rank, const std::string& entry);
   Peer& peer(int rank);
   void prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;
   grpc::ByteBuffer encode_request(int to, OutgoingCall& call);
   Encoded decode_reply(int from, const grpc::ByteBuffer& response);
   SharedTensorReader shared_tensors_from(std::function<int()> sender);
   RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
-  grpc::Status serve(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
-                     grpc::ByteBuffer* response);
+  // Whether a gRPC request carries the job token (Note [Job token]).
+  bool token_accepted(const grpc::CallbackServerContext& context) const;
+  // Runs the call a request frame asks for, from either transport.
+  grpc::Status serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  // The answer to requests that arrive when init_rpc did not finish.
+  grpc::Status not_serving() const;
+  // The local socket to `rank` when it is on this host and the socket works; else null (gRPC).
+  local::Client* local_client(int rank);
   // `shared_to`: the peer whose segments may carry the tensors (-1: none may).
   std::vector<WireTensor> to_wire(const std::vector<Tensor>& tensors, const std::vector<std::pair<Device, Device>>& map,
                                   int shared_to);
@@ -263,12 +284,14 @@ class Agent::Impl::WorkerService final : public wire::Worker::WithRawCallbackMet
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     impl_.executor->submit([this, context, request, response, reactor] {
       if (!impl_.wait_until_calls_open()) {
-        reactor->Finish(to_grpc_status(StatusCode::kUnavailable, impl_.names[impl_.world.rank] +
-                                                                     " is not serving calls: its init_rpc did not "
-                                                                     "finish (it stopped, or init_timeout passed)"));
-        return;
+        reactor->Finish(impl_.not_serving());
+      } else if (!impl_.token_accepted(*context)) {
+        reactor->Finish(to_grpc_status(StatusCode::kUnauthenticated, impl_.names[impl_.world.rank] +
+                                                                         " refused a call without the job's token "
+                                                                         "(DISTGRAD_TOKEN)"));
+      } else {
+        reactor->Finish(impl_.serve(*request, response));
       }
-      reactor->Finish(impl_.serve(*context, *request, response));
     });
     return reactor;
   }
@@ -291,9 +314,42 @@ void Agent::Impl::start_server() {
   DISTGRAD_CHECK(server != nullptr && port > 0, "init_rpc: ", names[world.rank], " could not start its server on ",
                  bind_host);
   const std::string host = getenv_or("DISTGRAD_HOST", local_address_towards(world.master_addr, world.master_port));
-  // The address, then this worker's shared-memory card when the path is on.
-  store->client().set(key("address/" + std::to_string(world.rank)),
-                      host + ":" + std::to_string(port) + (shared_memory ? "\n" + shared_memory->card() : ""));
+  if (options.local_socket) {
+    local_server = std::make_unique<local::Server>(token, [this](grpc::ByteBuffer request, local::Completion respond) {
+      executor->submit([this, request = std::move(request), respond = std::move(respond)] {
+        if (!wait_until_calls_open()) return respond(not_serving(), {});
+        grpc::ByteBuffer response;
+        const grpc::Status status = serve(request, &response);
+        respond(status, std::move(response));
+      });
+    });
+  }
+  // The entry (Note [Rendezvous entry]): the address, the host identity, then what the same-host
+  // paths need, when they are on.
+  std::string entry = host + ":" + std::to_string(port) + "\n" + shm::host_identity();
+  if (shared_memory) entry += "\nshm " + shared_memory->card();
+  if (local_server) entry += "\nsocket " + local_server->name();
+  store->client().set(key("address/" + std::to_string(world.rank)), entry);
+}
+
+// Note [Rendezvous entry]
+// Each worker publishes one Store entry: "HOST:PORT", then "HOST IDENTITY" (rpc/shared_memory.h),
+// then "shm PID FD INODE" when its shared-memory path is on and "socket NAME" when its local
+// socket is, one per line. Peers with this worker's identity use the last two.
+void Agent::Impl::add_peer_entry(int rank, const std::string& entry) {
+  std::vector<std::string> lines;
+  for (size_t start = 0; start <= entry.size();) {
+    const size_t end = std::min(entry.find('\n', start), entry.size());
+    lines.push_back(entry.substr(start, end - start));
+    start = end + 1;
+  }
+  peer_addresses.push_back(lines[0]);
+  local_socket_names.emplace_back();
+  if (lines.size() < 2 || lines[1] != shm::host_identity()) return;
+  for (size_t i = 2; i < lines.size(); ++i) {
+    if (lines[i].rfind("shm ", 0) == 0 && shared_memory) shared_memory->add_peer(rank, lines[i].substr(4));
+    if (lines[i].rfind("socket ", 0) == 0 && local_server) local_socket_names.back() = lines[i].substr(7);
+  }
 }
 
 void Agent::Impl::start() {
@@ -313,12 +369,7 @@ void Agent::Impl::start() {
                   " for workers to start, and these did not: ", join_ranks(missing_ranks("address", missing)), " (of ",
                   world.world_size, ")");
   }
-  for (int rank = 0; rank < world.world_size; ++rank) {
-    const std::string entry = store->client().get(keys[rank]);
-    const size_t newline = entry.find('\n');
-    peer_addresses.push_back(entry.substr(0, newline));
-    if (shared_memory) shared_memory->add_peer(rank, newline == std::string::npos ? "" : entry.substr(newline + 1));
-  }
+  for (int rank = 0; rank < world.world_size; ++rank) add_peer_entry(rank, store->client().get(keys[rank]));
   peers.resize(world.world_size);
 }
 
@@ -338,6 +389,21 @@ Agent::Impl::Peer& Agent::Impl::peer(int rank) {
         std::make_unique<grpc::internal::RpcMethod>(kCallMethod, grpc::internal::RpcMethod::NORMAL_RPC, peer->channel);
   }
   return *peer;
+}
+
+local::Client* Agent::Impl::local_client(int rank) {
+  Peer& peer = this->peer(rank);
+  std::lock_guard<std::mutex> lock(peers_mutex);
+  if (!peer.local_tried && !local_socket_names[rank].empty()) {
+    peer.local_tried = true;
+    try {
+      peer.local = std::make_unique<local::Client>(local_socket_names[rank], token, std::chrono::seconds(10));
+    } catch (const Error& error) {
+      std::fprintf(stderr, "[%s] rpc: calling %s over gRPC: %s\n", names[world.rank].c_str(), names[rank].c_str(),
+                   error.what());
+    }
+  }
+  return peer.local && peer.local->is_open() ? peer.local.get() : nullptr;
 }
 
 void Agent::Impl::prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const {
@@ -425,16 +491,20 @@ RemoteError Agent::Impl::call_error(int to, const std::string& function, const g
   return RemoteError(to_status_code(status.error_code()), names[to], function, message);
 }
 
-grpc::Status Agent::Impl::serve(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
-                                grpc::ByteBuffer* response) {
-  if (!token.empty()) {
-    const auto& metadata = context.client_metadata();
-    auto sent = metadata.find(kTokenKey);
-    if (sent == metadata.end() || !tokens_equal(std::string_view(sent->second.data(), sent->second.size()), token)) {
-      return to_grpc_status(StatusCode::kUnauthenticated,
-                            names[world.rank] + " refused a call without the job's token (DISTGRAD_TOKEN)");
-    }
-  }
+bool Agent::Impl::token_accepted(const grpc::CallbackServerContext& context) const {
+  if (token.empty()) return true;
+  const auto& metadata = context.client_metadata();
+  auto sent = metadata.find(kTokenKey);
+  return sent != metadata.end() && same_token(std::string_view(sent->second.data(), sent->second.size()), token);
+}
+
+grpc::Status Agent::Impl::not_serving() const {
+  return to_grpc_status(StatusCode::kUnavailable, names[world.rank] +
+                                                      " is not serving calls: its init_rpc did not finish (it "
+                                                      "stopped, or init_timeout passed)");
+}
+
+grpc::Status Agent::Impl::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
   wire::CallHeader header;
   try {
     DecodedFrame frame = decode_frame(request, header, shared_tensors_from([&header] { return header.caller_rank(); }));
@@ -519,7 +589,14 @@ void Agent::Impl::stop() {
   if (stopped) return;
   stopped = true;
   set_gate(/*open=*/false);  // requests still waiting for init_rpc give up
+  if (local_server) local_server->stop();
   if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex);
+    for (const std::unique_ptr<Peer>& peer : peers) {
+      if (peer && peer->local) peer->local->close(grpc::Status(grpc::StatusCode::CANCELLED, "RPC is shutting down"));
+    }
+  }
   // Cancelled calls complete at once; a callback still running user continuations gets a while.
   if (!cancel_calls(std::chrono::seconds(10))) {
     std::fprintf(stderr, "[%s] rpc: calls still in flight 10 s after they were cancelled at shutdown\n",
@@ -527,10 +604,12 @@ void Agent::Impl::stop() {
   }
   executor.reset();
   if (server) server->Wait();
+  std::vector<std::unique_ptr<Peer>> closed;  // destroyed outside the lock: their readers may be finishing calls
   {
     std::lock_guard<std::mutex> lock(peers_mutex);
-    peers.clear();
+    closed.swap(peers);
   }
+  closed.clear();
   store.reset();
 }
 
@@ -556,6 +635,8 @@ StoreClient& Agent::store() { return impl_->store->client(); }
 TransportStats Agent::transport_stats() const {
   TransportStats stats;
   stats.network_tensors = impl_->network_tensors.load(std::memory_order_relaxed);
+  stats.local_socket_calls = impl_->local_socket_calls.load(std::memory_order_relaxed);
+  stats.grpc_calls = impl_->grpc_calls.load(std::memory_order_relaxed);
   stats.network_bytes = impl_->network_bytes.load(std::memory_order_relaxed);
   if (const shm::Links* links = impl_->shared_memory.get()) {
     stats.shared_memory_tensors = links->counters().shared_tensors.load(std::memory_order_relaxed);
@@ -576,6 +657,29 @@ void install_call_hooks(CallHooks hooks) {
 void Agent::set_hooks(CallHooks hooks) { impl_->hooks.store(std::make_shared<const CallHooks>(std::move(hooks))); }
 
 Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
+  if (local::Client* local = impl_->local_client(to)) {
+    struct LocalCall {
+      Promise<Encoded> promise;
+      std::string function;
+    };
+    auto state = std::make_shared<LocalCall>();
+    state->function = call.function;
+    Future<Encoded> future = state->promise.future();
+    const grpc::ByteBuffer request = impl_->encode_request(to, call);
+    impl_->call_started(state.get(), nullptr);
+    impl_->local_socket_calls.fetch_add(1, std::memory_order_relaxed);
+    local->call(request, timeout, [impl = impl_.get(), state, to](grpc::Status status, grpc::ByteBuffer reply) {
+      try {
+        if (!status.ok()) throw impl->call_error(to, state->function, status);
+        state->promise.set_value(impl->decode_reply(to, reply));
+      } catch (...) {
+        state->promise.set_error(std::current_exception());
+      }
+      impl->call_finished(state.get());  // the last use of impl
+    });
+    return future;
+  }
+  impl_->grpc_calls.fetch_add(1, std::memory_order_relaxed);
   Impl::Peer& peer = impl_->peer(to);
   auto* state = new Impl::AsyncCall;
   state->to = to;
@@ -588,7 +692,7 @@ Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::millis
     delete state;
     throw;
   }
-  impl_->call_started(&state->context);
+  impl_->call_started(&state->context, &state->context);
   peer.stub->UnaryCall(&state->context, kCallMethod, grpc::StubOptions(), &state->request, &state->response,
                        [impl = impl_.get(), state](const grpc::Status& status) {
                          std::unique_ptr<Impl::AsyncCall> call(state);
@@ -604,13 +708,15 @@ Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::millis
 }
 
 Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
+  if (impl_->local_client(to) != nullptr) return call_async(to, std::move(call), timeout).get();
+  impl_->grpc_calls.fetch_add(1, std::memory_order_relaxed);
   Impl::Peer& peer = impl_->peer(to);
   grpc::ClientContext context;
   impl_->prepare_context(context, timeout);
   const std::string function = call.function;
   const grpc::ByteBuffer request = impl_->encode_request(to, call);
   grpc::ByteBuffer response;
-  impl_->call_started(&context);
+  impl_->call_started(&context, &context);
   grpc::Status status;
   {
     detail::BlockingScope blocking;

@@ -1,5 +1,6 @@
 #include "rpc/credentials.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -44,6 +45,16 @@ void TransportCredentials::configure(grpc::ChannelArguments& arguments) const {
 const TransportCredentials& transport_credentials() {
   static const TransportCredentials credentials = read_credentials();
   return credentials;
+}
+
+bool same_token(std::string_view presented, std::string_view expected) {
+  unsigned char difference = presented.size() == expected.size() ? 0 : 1;
+  const size_t size = std::max(presented.size(), expected.size());
+  for (size_t i = 0; i < size; ++i) {
+    difference |=
+        static_cast<unsigned char>((i < presented.size() ? presented[i] : 0) ^ (i < expected.size() ? expected[i] : 0));
+  }
+  return difference == 0;
 }
 
 }  // namespace distgrad::rpc

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <string_view>
 
 namespace distgrad::rpc {
 
@@ -23,5 +24,9 @@ struct TransportCredentials {
 };
 
 const TransportCredentials& transport_credentials();
+
+// Whether a presented job token equals the expected one, in time that depends only on their
+// lengths (Note [Job token] in rpc/agent.h).
+bool same_token(std::string_view presented, std::string_view expected);
 
 }  // namespace distgrad::rpc

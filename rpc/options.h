@@ -37,8 +37,12 @@ struct RpcOptions {
   // `shared_memory_threshold` bytes to or from a worker on this host travel through shared
   // memory, in segments of which this worker keeps at most `shared_memory_pool_bytes` per peer
   // (beyond that, and to other hosts, tensors go over the network). The environment overrides
-  // these: DISTGRAD_SHM=0 or 1, DISTGRAD_SHM_THRESHOLD (bytes).
+  // these: DISTGRAD_SHM=0 or 1, DISTGRAD_SHM_THRESHOLD (bytes); DISTGRAD_SAME_HOST=0 turns off
+  // both same-host paths (this one and `local_socket`).
   bool shared_memory = true;
+  // Calls to a worker on this host go over a Unix-domain socket instead of gRPC (docs/rpc.md,
+  // "Same-host calls"); DISTGRAD_LOCAL_SOCKET=0 or 1 overrides.
+  bool local_socket = true;
   size_t shared_memory_threshold = size_t{64} << 10;
   size_t shared_memory_pool_bytes = size_t{1} << 30;
 };

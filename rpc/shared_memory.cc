@@ -229,27 +229,23 @@ struct Links::Peer {
 };
 
 Links::Links(size_t threshold, size_t pool_bytes)
-    : threshold_(std::max<size_t>(threshold, 1)), pool_bytes_(pool_bytes), identity_(host_identity()) {}
+    : threshold_(std::max<size_t>(threshold, 1)), pool_bytes_(pool_bytes) {}
 
 Links::~Links() = default;
 
 std::string Links::card() const {
   const SegmentRef probe = probe_.ref();
-  return identity_ + "\n" + std::to_string(::getpid()) + " " + std::to_string(probe.fd) + " " +
-         std::to_string(probe.inode);
+  return std::to_string(::getpid()) + " " + std::to_string(probe.fd) + " " + std::to_string(probe.inode);
 }
 
 void Links::add_peer(int rank, const std::string& card) {
   if (static_cast<size_t>(rank) >= peers_.size()) peers_.resize(rank + 1);
-  const size_t newline = card.find('\n');
-  if (card.empty() || card.substr(0, newline) != identity_) return;  // off, or another host
   int64_t pid = 0;
   int32_t fd = -1;
   uint64_t inode = 0;
   char extra = 0;
-  const std::string numbers = newline == std::string::npos ? "" : card.substr(newline + 1);
-  DISTGRAD_CHECK(std::sscanf(numbers.c_str(), "%ld %d %lu %c", &pid, &fd, &inode, &extra) == 3 && pid > 0,
-                 "rpc: worker ", rank, "'s shared-memory card \"", numbers, "\" is not \"PID FD INODE\"");
+  DISTGRAD_CHECK(std::sscanf(card.c_str(), "%ld %d %lu %c", &pid, &fd, &inode, &extra) == 3 && pid > 0, "rpc: worker ",
+                 rank, "'s shared-memory card \"", card, "\" is not \"PID FD INODE\"");
   peers_[rank] = std::make_unique<Peer>(pid, SegmentRef{fd, inode, 0, 0}, pool_bytes_);
 }
 

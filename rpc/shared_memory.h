@@ -136,7 +136,7 @@ struct Counters {
 // [Shared-memory path], a SendPool and the mapped segments per peer.
 //
 //   Links links(threshold, pool_bytes);
-//   publish(links.card());  ...  links.add_peer(rank, card_of(rank));
+//   publish(host_identity(), links.card());  ...  if (same host) links.add_peer(rank, card_of(rank));
 //   if (links.read_by(to)) ref = links.put(to, tensor);       // sender
 //   Tensor t = links.view(from, ref, sizes, dtype);            // receiver
 class Links {
@@ -148,10 +148,10 @@ class Links {
   Links(const Links&) = delete;
   Links& operator=(const Links&) = delete;
 
-  // This process's part of its rendezvous entry: host identity, pid and probe.
+  // This process's part of its rendezvous entry: its pid and probe ("PID FD INODE").
   std::string card() const;
-  // Peer `rank`'s card (as card() wrote it; empty when the peer has the path off). Before any
-  // call; throws distgrad::Error on a card that does not parse.
+  // Peer `rank`, on this host, published `card` (as card() wrote it). Before any call; throws
+  // distgrad::Error on a card that does not parse. Peers never added are not on this host.
   void add_peer(int rank, const std::string& card);
 
   // Whether this process can open `rank`'s segments (probed on first use, then remembered).
@@ -177,7 +177,6 @@ class Links {
 
   const size_t threshold_, pool_bytes_;
   const Probe probe_;
-  const std::string identity_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; filled by add_peer before any call
   Counters counters_;
 };

@@ -36,7 +36,8 @@ bool is_launcher_variable(std::string_view entry) {
     if (name == exact) return true;
   }
   // The transport settings of a test variant (ctest's ENVIRONMENT) do reach them.
-  for (std::string_view transport : {"DISTGRAD_SHM", "DISTGRAD_SHM_THRESHOLD"}) {
+  for (std::string_view transport :
+       {"DISTGRAD_SAME_HOST", "DISTGRAD_SHM", "DISTGRAD_SHM_THRESHOLD", "DISTGRAD_LOCAL_SOCKET"}) {
     if (name == transport) return false;
   }
   for (std::string_view prefix : {"DISTGRAD_", "SLURM_", "OMPI_"}) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -46,6 +47,18 @@ TEST(SharedMemoryPath, APeerKilledWhileHoldingASegmentFailsItsCallOnlyAndLeavesN
   EXPECT_TRUE(results[2].succeeded()) << describe(results);
   EXPECT_THAT(results[0].output, HasSubstr("the tensor from the dead worker is intact")) << results[0];
   EXPECT_EQ(dev_shm_entries(), before) << "the world left files in /dev/shm";
+}
+
+TEST(LocalSocket, RefusesAWrongTokenAndGarbageAndKeepsServing) {
+  for (const char* off : {"DISTGRAD_SAME_HOST", "DISTGRAD_LOCAL_SOCKET"}) {
+    const char* setting = std::getenv(off);
+    if (setting != nullptr && std::string(setting) == "0") GTEST_SKIP() << off << "=0: the local socket is off";
+  }
+  WorldOptions options;
+  options.env["DISTGRAD_TOKEN"] = "local-socket-test-token";
+  const std::vector<ProcessResult> results = run_world(kWorker, {"local_socket_security"}, 2, options);
+  for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("refused the job token")) << results[0];
 }
 
 }  // namespace

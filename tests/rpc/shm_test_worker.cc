@@ -4,9 +4,13 @@
 // they arrive intact, and what is left behind; it exits 0, or prints "[workerN] error: ..." and
 // exits non-zero at the first failed check.
 //
-// DISTGRAD_SHM=0 in the environment means the path is off: the scenarios then expect every tensor
-// to go over the network and still arrive intact.
+// DISTGRAD_SHM=0 in the environment means the shared-memory path is off, DISTGRAD_LOCAL_SOCKET=0 the
+// local socket, DISTGRAD_SAME_HOST=0 both: the scenarios then expect tensors in the messages and
+// calls over gRPC, all arriving intact.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -23,6 +28,7 @@
 
 #include "core/creation.h"
 #include "core/ops.h"
+#include "rpc/local_socket.h"
 #include "rpc/rpc.h"
 #include "tests/rpc/scenario.h"
 
@@ -34,10 +40,12 @@ using testing::Failure;
 using testing::require;
 using testing::say;
 
-bool shared_memory_on() {
-  const char* setting = std::getenv("DISTGRAD_SHM");
+bool switched_on(const char* name) {
+  const char* setting = std::getenv(name);
   return setting == nullptr || std::string(setting) != "0";
 }
+bool shared_memory_on() { return switched_on("DISTGRAD_SAME_HOST") && switched_on("DISTGRAD_SHM"); }
+bool local_socket_on() { return switched_on("DISTGRAD_SAME_HOST") && switched_on("DISTGRAD_LOCAL_SOCKET"); }
 
 // The tensor a call with `seed` sends: n float32 values that depend on the seed and the index.
 Tensor pattern(int64_t n, int64_t seed) {
@@ -57,6 +65,10 @@ void require_pattern(const Tensor& tensor, int64_t n, int64_t seed, const std::s
 // Registered functions.
 Tensor echo_tensor(Tensor x) { return x; }
 DISTGRAD_REMOTE(echo_tensor);
+
+int64_t add_one(int64_t x) { return x + 1; }
+DISTGRAD_REMOTE(add_one);
+int64_t plus_one_of(int64_t x) { return rpc_sync(1, &add_one, x); }
 
 // Returns x + 1 (a fresh tensor, so the reply needs a segment of its own).
 Tensor plus_one(Tensor x) { return ops::add(x, 1.0); }
@@ -147,6 +159,11 @@ int echo() {
           require(sent.shared_memory_tensors == 0 && replied == 0,
                   "DISTGRAD_SHM=0, yet tensors went through shared memory");
         }
+        // Calls to a same-host worker take the local socket when it is on: the 20 so far.
+        say("calls: ", sent.local_socket_calls, " on the local socket, ", sent.grpc_calls, " over gRPC");
+        require(local_socket_on() ? sent.grpc_calls == 0 && sent.local_socket_calls == 20
+                                  : sent.local_socket_calls == 0 && sent.grpc_calls == 20,
+                "the calls took the wrong path");
         // 1000 calls of 4 MB: memory, segments and /dev/shm stay flat.
         const int64_t n = int64_t{1} << 20;
         int64_t resident_after_warmup = 0;
@@ -226,11 +243,75 @@ int hosts() {
                        }));
 }
 
+// The name of `rank`'s local socket, from its rendezvous entry (Note [Rendezvous entry] in
+// rpc/agent.cc).
+std::string local_socket_name(int rank) {
+  const char* run_id = std::getenv("DISTGRAD_RUN_ID");
+  const char* restart = std::getenv("DISTGRAD_RESTART_COUNT");
+  const std::string entry =
+      agent().store().get(testing::str("rpc/", run_id != nullptr && *run_id != '\0' ? run_id : "none", "/",
+                                       restart != nullptr && *restart != '\0' ? restart : "0", "/address/", rank));
+  const size_t line = entry.find("\nsocket ");
+  require(line != std::string::npos, "worker", rank, "'s entry names no local socket: ", entry);
+  return entry.substr(line + 8, entry.find('\n', line + 1) - line - 8);
+}
+
+// Connects to the abstract socket `name` directly; -1 when it cannot.
+int connect_raw(const std::string& name) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server closes `fd` within 5 s (reads until the end of the stream).
+bool closed_by_server(int fd) {
+  pollfd ready{fd, POLLIN, 0};
+  char byte;
+  while (::poll(&ready, 1, 5000) == 1) {
+    if (::recv(fd, &byte, 1, 0) <= 0) return true;
+  }
+  return false;
+}
+
+// With a job token: a client with another token is refused, and connections that send garbage or
+// lie about a message's size are closed, while the worker keeps answering real calls.
+int local_socket_security() {
+  return auto_init_rpc(nullptr, rank_zero_only([] {
+                         const std::string name = local_socket_name(1);
+                         testing::expect_error("a wrong token", [&] { local::Client(name, "not the token", 5s); });
+                         local::Client(name, std::getenv("DISTGRAD_TOKEN"), 5s);  // the right one is taken
+
+                         std::mt19937 random(7);
+                         std::string garbage(4096, '\0');
+                         for (char& byte : garbage) byte = static_cast<char>(random());
+                         const int fd = connect_raw(name);
+                         require(fd >= 0, "cannot connect to worker1's local socket");
+                         require(::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL) > 0, "cannot send");
+                         require(closed_by_server(fd), "worker1 kept a connection that sent garbage");
+                         ::close(fd);
+
+                         const int silent = connect_raw(name);  // connects and says nothing
+                         require(silent >= 0, "cannot connect to worker1's local socket");
+                         require(plus_one_of(1) == 2, "worker1 stopped answering");
+                         ::close(silent);
+                         require(plus_one_of(1) == 2, "worker1 stopped answering after the garbage");
+                         say("the local socket refused a wrong token and garbage, and kept serving");
+                       }));
+}
+
 const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
       {"echo", echo},
       {"peer_killed", peer_killed},
       {"hosts", hosts},
+      {"local_socket_security", local_socket_security},
   };
   return *table;
 }

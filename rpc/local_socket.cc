@@ -1,0 +1,396 @@
+#include "rpc/local_socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+#include "rpc/credentials.h"
+
+namespace distgrad::rpc::local {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a message carries (MessageHeader::kind).
+enum Kind : uint32_t { kHello = 1, kRequest = 2, kReply = 3 };
+
+// Every message: this header, then `bytes` bytes (the token, a frame, or a status message).
+struct MessageHeader {
+  uint64_t id = 0;
+  uint32_t kind = 0;
+  uint32_t status = 0;  // grpc::StatusCode of a reply or a hello's answer
+  uint64_t bytes = 0;
+};
+
+// Bodies are read in slices of at most this many bytes (a lying count allocates no more).
+constexpr size_t kSliceBytes = size_t{64} << 20;
+// How often a reader looks at its calls' deadlines while nothing arrives.
+constexpr auto kDeadlineCheck = std::chrono::milliseconds(100);
+// How long a connection may take to present the token.
+constexpr int kHelloTimeoutMs = 10'000;
+
+std::string errno_text() { return std::strerror(errno); }
+
+sockaddr_un abstract_address(const std::string& name, socklen_t* length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const size_t size = std::min(name.size(), sizeof address.sun_path - 1);
+  std::memcpy(address.sun_path + 1, name.data(), size);  // sun_path[0] == 0: the abstract namespace
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + size);
+  return address;
+}
+
+// Reads exactly `size` bytes; false on end of stream or error.
+bool read_exactly(int fd, void* out, size_t size) {
+  auto* target = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t got = ::recv(fd, target, size, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    target += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// Sends the header and the slices as one message; false when the connection is gone.
+bool send_message(int fd, const MessageHeader& header, const std::vector<grpc::Slice>& slices) {
+  std::vector<iovec> parts;
+  parts.reserve(1 + slices.size());
+  parts.push_back({const_cast<MessageHeader*>(&header), sizeof header});
+  for (const grpc::Slice& slice : slices) {
+    if (slice.size() > 0) parts.push_back({const_cast<uint8_t*>(slice.begin()), slice.size()});
+  }
+  size_t first = 0;
+  while (first < parts.size()) {
+    msghdr message{};
+    message.msg_iov = parts.data() + first;
+    message.msg_iovlen = std::min<size_t>(parts.size() - first, IOV_MAX);
+    ssize_t sent = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0) return false;
+    while (first < parts.size() && static_cast<size_t>(sent) >= parts[first].iov_len) {
+      sent -= static_cast<ssize_t>(parts[first].iov_len);
+      ++first;
+    }
+    if (first < parts.size()) {
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + sent;
+      parts[first].iov_len -= static_cast<size_t>(sent);
+    }
+  }
+  return true;
+}
+
+bool send_bytes(int fd, MessageHeader header, const std::string& bytes) {
+  header.bytes = bytes.size();
+  return send_message(fd, header, {grpc::Slice(bytes)});
+}
+
+// Reads a message's body of `size` bytes as slices; false on end of stream or error.
+bool read_body(int fd, uint64_t size, std::vector<grpc::Slice>* slices) {
+  while (size > 0) {
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(size, kSliceBytes));
+    grpc::Slice slice(take);
+    if (!read_exactly(fd, const_cast<uint8_t*>(slice.begin()), take)) return false;
+    slices->push_back(std::move(slice));
+    size -= take;
+  }
+  return true;
+}
+
+std::string to_string(const std::vector<grpc::Slice>& slices) {
+  std::string text;
+  for (const grpc::Slice& slice : slices) text.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return text;
+}
+
+grpc::ByteBuffer to_buffer(std::vector<grpc::Slice>& slices) { return grpc::ByteBuffer(slices.data(), slices.size()); }
+
+std::vector<grpc::Slice> slices_of(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (buffer.Valid()) (void)buffer.Dump(&slices);
+  return slices;
+}
+
+uint64_t byte_count(const std::vector<grpc::Slice>& slices) {
+  uint64_t total = 0;
+  for (const grpc::Slice& slice : slices) total += slice.size();
+  return total;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct Server::Connection {
+  explicit Connection(int fd) : fd(fd) {}
+  ~Connection() { ::close(fd); }
+  const int fd;
+  std::mutex write_mutex;  // one reply at a time
+};
+
+Server::Server(std::string token, Handler handler) : token_(std::move(token)), handler_(std::move(handler)) {
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  DISTGRAD_CHECK(listen_fd_ >= 0, "rpc: cannot create a local socket: ", errno_text());
+  std::random_device entropy;
+  name_ = "distgrad-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
+  socklen_t length = 0;
+  const sockaddr_un address = abstract_address(name_, &length);
+  if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0 || ::listen(listen_fd_, 128) != 0) {
+    const std::string why = errno_text();
+    ::close(listen_fd_);
+    DISTGRAD_FAIL("rpc: cannot listen on the local socket @", name_, ": ", why);
+  }
+  acceptor_ = std::thread([this] { accept_connections(); });
+}
+
+Server::~Server() { stop(); }
+
+void Server::stop() {
+  std::vector<std::thread> readers;
+  {
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+    for (const std::shared_ptr<Connection>& connection : connections_) ::shutdown(connection->fd, SHUT_RDWR);
+  }
+  acceptor_.join();
+  {
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    readers.swap(readers_);
+    connections_.clear();
+  }
+  for (std::thread& reader : readers) reader.join();
+  ::close(listen_fd_);
+}
+
+void Server::accept_connections() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0 && errno == EINTR) continue;
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    if (stopping_) {
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    if (fd < 0) continue;  // a connection that failed before it was accepted
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::getuid()) {
+      ::close(fd);  // only this user's processes
+      continue;
+    }
+    auto connection = std::make_shared<Connection>(fd);
+    connections_.push_back(connection);
+    readers_.emplace_back([this, connection] { serve(connection); });
+  }
+}
+
+void Server::serve(std::shared_ptr<Connection> connection) {
+  // The first message must be the token.
+  pollfd ready{connection->fd, POLLIN, 0};
+  MessageHeader hello;
+  std::vector<grpc::Slice> token;
+  if (::poll(&ready, 1, kHelloTimeoutMs) != 1 || !read_exactly(connection->fd, &hello, sizeof hello) ||
+      hello.kind != kHello || hello.bytes > 4096 || !read_body(connection->fd, hello.bytes, &token)) {
+    ::shutdown(connection->fd, SHUT_RDWR);
+    return;
+  }
+  const bool accepted = token_.empty() || same_token(to_string(token), token_);
+  {
+    std::lock_guard<std::mutex> lock(connection->write_mutex);
+    MessageHeader answer{hello.id, kHello,
+                         static_cast<uint32_t>(accepted ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED), 0};
+    if (!send_bytes(connection->fd, answer, accepted ? "" : "the local socket refused the job token") || !accepted) {
+      ::shutdown(connection->fd, SHUT_RDWR);
+      return;
+    }
+  }
+  for (;;) {
+    MessageHeader header;
+    std::vector<grpc::Slice> body;
+    if (!read_exactly(connection->fd, &header, sizeof header) || header.kind != kRequest ||
+        !read_body(connection->fd, header.bytes, &body)) {
+      ::shutdown(connection->fd, SHUT_RDWR);  // closed, or not speaking the protocol
+      return;
+    }
+    const uint64_t id = header.id;
+    std::weak_ptr<Connection> reply_to = connection;
+    handler_(to_buffer(body), [reply_to, id](grpc::Status status, grpc::ByteBuffer reply) {
+      std::shared_ptr<Connection> connection = reply_to.lock();
+      if (!connection) return;  // the server stopped
+      MessageHeader answer{id, kReply, static_cast<uint32_t>(status.error_code()), 0};
+      std::lock_guard<std::mutex> lock(connection->write_mutex);
+      if (status.ok()) {
+        const std::vector<grpc::Slice> slices = slices_of(reply);
+        answer.bytes = byte_count(slices);
+        send_message(connection->fd, answer, slices);
+      } else {
+        send_bytes(connection->fd, answer, status.error_message());
+      }
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Client::Client(const std::string& name, const std::string& token, std::chrono::milliseconds timeout) {
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  DISTGRAD_CHECK(fd_ >= 0, "rpc: cannot create a local socket: ", errno_text());
+  socklen_t length = 0;
+  const sockaddr_un address = abstract_address(name, &length);
+  std::string failure;
+  MessageHeader answer;
+  std::vector<grpc::Slice> message;
+  pollfd ready{fd_, POLLIN, 0};
+  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    failure = "cannot connect: " + errno_text();
+  } else if (!send_bytes(fd_, {0, kHello, 0, 0}, token)) {
+    failure = "cannot send the token: " + errno_text();
+  } else if (::poll(&ready, 1, static_cast<int>(timeout.count())) != 1 || !read_exactly(fd_, &answer, sizeof answer) ||
+             answer.kind != kHello || answer.bytes > 4096 || !read_body(fd_, answer.bytes, &message)) {
+    failure = "no answer to the token";
+  } else if (answer.status != static_cast<uint32_t>(grpc::StatusCode::OK)) {
+    failure = to_string(message);
+  }
+  if (!failure.empty()) {
+    ::close(fd_);
+    DISTGRAD_FAIL("rpc: the local socket @", name, ": ", failure);
+  }
+  reader_ = std::thread([this] { read_replies(); });
+}
+
+Client::~Client() {
+  close(grpc::Status(grpc::StatusCode::CANCELLED, "the caller stopped"));
+  reader_.join();
+  ::close(fd_);
+}
+
+bool Client::is_open() const {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  return open_;
+}
+
+void Client::close(const grpc::Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (!open_) return;
+    open_ = false;
+    closed_because_ = why;
+  }
+  ::shutdown(fd_, SHUT_RDWR);  // the reader sees the end of the stream and fails what is left
+}
+
+uint64_t Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) {
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (!open_) {
+      const grpc::Status why = closed_because_;
+      done(why, {});
+      return 0;
+    }
+    id = next_id_++;
+    const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+    pending_.emplace(id, Pending{std::move(done), deadline});
+    if (timeout.count() > 0) deadlines_.emplace(deadline, id);
+  }
+  const std::vector<grpc::Slice> slices = slices_of(request);
+  bool sent = false;
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    sent = send_message(fd_, {id, kRequest, 0, byte_count(slices)}, slices);
+  }
+  if (!sent) close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the local socket closed: " + errno_text()));
+  return id;
+}
+
+void Client::cancel(uint64_t id) {
+  complete(id, grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"), {});
+}
+
+void Client::complete(uint64_t id, const grpc::Status& status, grpc::ByteBuffer reply) {
+  Completion done;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    auto call = pending_.find(id);
+    if (call == pending_.end()) return;  // timed out or cancelled before
+    done = std::move(call->second.done);
+    deadlines_.erase({call->second.deadline, id});
+    pending_.erase(call);
+  }
+  done(status, std::move(reply));
+}
+
+void Client::fail_all(const grpc::Status& status) {
+  std::map<uint64_t, Pending> failed;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    open_ = false;
+    if (closed_because_.ok()) closed_because_ = status;
+    failed.swap(pending_);
+    deadlines_.clear();
+  }
+  for (auto& [id, call] : failed) call.done(status, {});
+}
+
+void Client::read_replies() {
+  for (;;) {
+    // Fail the calls whose deadline passed, then wait for a reply up to the next deadline.
+    std::vector<uint64_t> expired;
+    Clock::time_point next = Clock::now() + kDeadlineCheck;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      const Clock::time_point now = Clock::now();
+      for (auto deadline = deadlines_.begin(); deadline != deadlines_.end() && deadline->first <= now; ++deadline) {
+        expired.push_back(deadline->second);
+      }
+      for (const auto& [deadline, id] : deadlines_) {
+        if (deadline > now) {
+          next = std::min(next, deadline);
+          break;
+        }
+      }
+    }
+    for (uint64_t id : expired) {
+      complete(id, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"), {});
+    }
+    pollfd ready{fd_, POLLIN, 0};
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+    const int polled = ::poll(&ready, 1, static_cast<int>(std::max<int64_t>(wait, 0) + 1));
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) continue;
+    MessageHeader header;
+    std::vector<grpc::Slice> body;
+    if (polled < 0 || !read_exactly(fd_, &header, sizeof header) || header.kind != kReply ||
+        !read_body(fd_, header.bytes, &body)) {
+      grpc::Status why(grpc::StatusCode::UNAVAILABLE, "the local socket to the worker closed");
+      {
+        std::lock_guard<std::mutex> lock(pending_mutex_);
+        if (!open_ && !closed_because_.ok()) why = closed_because_;
+      }
+      ::shutdown(fd_, SHUT_RDWR);
+      fail_all(why);
+      return;
+    }
+    if (header.status == static_cast<uint32_t>(grpc::StatusCode::OK)) {
+      complete(header.id, grpc::Status::OK, to_buffer(body));
+    } else {
+      const auto code = header.status <= grpc::StatusCode::UNAUTHENTICATED
+                            ? static_cast<grpc::StatusCode>(header.status)
+                            : grpc::StatusCode::UNKNOWN;
+      complete(header.id, grpc::Status(code, to_string(body)), {});
+    }
+  }
+}
+
+}  // namespace distgrad::rpc::local

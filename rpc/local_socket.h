@@ -1,0 +1,119 @@
+// Calls between workers on one host over a Unix-domain socket instead of gRPC (internal to rpc/;
+// docs/rpc.md, "Same-host calls").
+//
+// Note [Local socket path]
+// A gRPC unary call costs 100-150 us on this machine, mostly thread hand-offs inside gRPC. Between
+// two workers on one host (equal host identities: rpc/shared_memory.h), the caller instead sends
+// the same frames (rpc/frame.h) over one Unix-domain socket connection per peer, each in a message
+// with a call id, and replies come back on it in any order. The callee reads requests on one
+// thread per connection and runs them on its executor, whose thread writes the reply; the
+// caller's reader thread completes the call. That is two wake-ups each way.
+//
+// The socket lives in the abstract namespace (no file, gone with the process). The server only
+// takes connections from processes of its own user (SO_PEERCRED), and the first message on a
+// connection must carry the job token. A connection that closes fails every call in flight on it
+// with UNAVAILABLE; deadlines are kept by the caller's reader; a caller that cannot connect, or
+// whose connection closed, uses gRPC.
+//
+//   local::Server server(token, [](grpc::ByteBuffer request, local::Completion respond) { ... });
+//   local::Client client(server.name(), token);                   // throws when it cannot connect
+//   client.call(request, 60s, [](grpc::Status status, grpc::ByteBuffer reply) { ... });
+#pragma once
+
+#include <absl/base/thread_annotations.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/status.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace distgrad::rpc::local {
+
+// Completes a call: the status and, when it is OK, the reply frame. Called once.
+using Completion = std::function<void(grpc::Status status, grpc::ByteBuffer reply)>;
+
+class Server {
+ public:
+  // Serves one request frame; `respond` may run later, on any thread.
+  using Handler = std::function<void(grpc::ByteBuffer request, Completion respond)>;
+
+  // Listens at once on a fresh abstract socket; throws distgrad::Error when it cannot.
+  Server(std::string token, Handler handler);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The socket's name, for clients (published at rendezvous).
+  const std::string& name() const { return name_; }
+  // Stops accepting, closes every connection and joins the threads. Responses still pending are
+  // dropped. Idempotent.
+  void stop();
+
+ private:
+  struct Connection;
+  void accept_connections();
+  void serve(std::shared_ptr<Connection> connection);
+
+  const std::string token_;
+  const Handler handler_;
+  std::string name_;
+  int listen_fd_ = -1;
+  std::thread acceptor_;
+  std::mutex connections_mutex_;  // guards connections_, readers_, stopping_
+  std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(connections_mutex_);
+  std::vector<std::thread> readers_ ABSL_GUARDED_BY(connections_mutex_);
+  bool stopping_ ABSL_GUARDED_BY(connections_mutex_) = false;
+};
+
+class Client {
+ public:
+  // Connects to the server `name` and presents `token`; throws distgrad::Error naming what failed
+  // (no such socket, refused, no answer within `timeout`).
+  Client(const std::string& name, const std::string& token, std::chrono::milliseconds timeout);
+  ~Client();  // close(): calls in flight complete with CANCELLED
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends a request; `done` runs once, on the reader thread (inline when the connection is
+  // closed), with the reply or the status: DEADLINE_EXCEEDED after `timeout` (0: none),
+  // UNAVAILABLE when the connection closes first. Returns the call's id.
+  uint64_t call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done);
+  // Completes the call with CANCELLED if it is still in flight.
+  void cancel(uint64_t id);
+  // False once the connection closed (the server went away, or close()).
+  bool is_open() const;
+  // Closes the connection; calls in flight complete with `why`. Idempotent.
+  void close(const grpc::Status& why);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    Completion done;
+    Clock::time_point deadline;
+  };
+  void read_replies();
+  // Takes every call out of pending_ and completes it with `status`.
+  void fail_all(const grpc::Status& status);
+  // Completes the call `id` with `status` if it is still pending.
+  void complete(uint64_t id, const grpc::Status& status, grpc::ByteBuffer reply);
+
+  int fd_ = -1;
+  std::thread reader_;
+  std::mutex write_mutex_;            // one message at a time on the socket
+  mutable std::mutex pending_mutex_;  // guards everything below
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(pending_mutex_);
+  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_ ABSL_GUARDED_BY(pending_mutex_);
+  uint64_t next_id_ ABSL_GUARDED_BY(pending_mutex_) = 1;
+  bool open_ ABSL_GUARDED_BY(pending_mutex_) = true;
+  grpc::Status closed_because_ ABSL_GUARDED_BY(pending_mutex_);
+};
+
+}  // namespace distgrad::rpc::local
