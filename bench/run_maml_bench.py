@@ -3,7 +3,7 @@
 
   python3 bench/run_maml_bench.py --build build --rounds 3 [--workload sinusoid|fewshot] [--worlds 1,2,3]
       [--peer-transports default,uv] [--warmup 5] [--iterations 30] [--timeout S]
-      [--peer-python ~/.venvs/distgrad-peer/bin/python]
+      [--peer-python ~/.venvs/distgrad-peer/bin/python] [--ours distgrad,distgrad-network]
   python3 bench/run_maml_bench.py --build build --soak 1000 [--workload sinusoid|fewshot] [--soak-world 3]
       [--soak-iterations 3] [--soak-timeout S] [--soak-seconds 600] [--soak-contender distgrad]
 
@@ -14,7 +14,8 @@ names maml_fewshot/...; the peers get --workload fewshot). The fewshot issue ask
 to 4: pass --worlds 1,2,3,4 (the default stays 1,2,3).
 
 Benchmark: each round runs, for every world size, one world per contender, in an order that
-rotates from round to round: our binary (distgrad), bench/peer/maml_torchopt.py (TorchOpt's
+rotates from round to round: our binary (distgrad; and distgrad-network, the same with
+DISTGRAD_SAME_HOST=0: gRPC alone, as before the same-host paths), bench/peer/maml_torchopt.py (TorchOpt's
 torchopt.distributed API) and bench/peer/maml_torch_rpc.py (torch.distributed.rpc and
 distributed autograd by hand), each peer once per TensorPipe transport setting ("default"; "uv"
 for _transports=["uv"], TCP only). Each round also runs the single-process versions
@@ -38,7 +39,7 @@ import statistics
 import sys
 import time
 
-from run_rpc_bench import format_seconds, peer_python_or_none, run_world
+from run_rpc_bench import OURS, format_seconds, peer_python_or_none, run_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = {"torchopt": "maml_torchopt.py", "torch-rpc": "maml_torch_rpc.py"}
@@ -51,8 +52,8 @@ TIMEOUTS = {"sinusoid": (150.0, 60.0), "fewshot": (1200.0, 300.0)}
 
 
 def contender_command(args, label, flags):
-    """The command line of a contender: "distgrad", or PEER-TRANSPORTS such as "torchopt-uv"."""
-    if label == "distgrad":
+    """The command line of a contender: one of OURS, or PEER-TRANSPORTS such as "torchopt-uv"."""
+    if label in OURS:
         return ([os.path.join(args.build, "bench", OUR_BINARIES[args.workload])]
                 + [f"--{flag.replace('-', '_')}" for flag in flags])
     peer, transports = label.rsplit("-", 1)
@@ -62,7 +63,7 @@ def contender_command(args, label, flags):
 
 def labels(args):
     peers = [f"{peer}-{t}" for peer in PEERS for t in args.peer_transports] if args.peer_python else []
-    return ["distgrad"] + peers
+    return args.ours + peers
 
 
 def benchmark(args):
@@ -78,7 +79,8 @@ def benchmark(args):
             group = [run for run in runs if (run[2] if run[0] != f"{prefix}/local" else 0) == size]
             shift = round_index % len(group)
             for name, label, world_size, run_flags in group[shift:] + group[:shift]:
-                rows, error, elapsed = run_world(contender_command(args, label, run_flags), world_size, args.timeout)
+                rows, error, elapsed = run_world(contender_command(args, label, run_flags), world_size, args.timeout,
+                                                 OURS.get(label))
                 rows = [row for row in rows if row.get("name") == name]
                 print(json.dumps({"round": round_index, "workload": name, "contender": label,
                                   "seconds": round(elapsed, 3), "error": error,
@@ -110,24 +112,33 @@ def cell_text(summary, failures):
     return f"{format_seconds(summary['seconds_per_iter'])} {spread}{failed}"
 
 
+def title(label):
+    """A contender's column title: ours as they are named, peers as "TorchOpt uv"."""
+    if label in OURS:
+        return label
+    peer, transports = label.rsplit("-", 1)
+    return f"{PEER_TITLES[peer]} {transports}"
+
+
 def report(args, results, errors):
-    peer_labels = labels(args)[1:]
-    titles = [f"{PEER_TITLES[label.rsplit('-', 1)[0]]} {label.rsplit('-', 1)[1]}" for label in peer_labels]
-    header = ["workload", "distgrad"] + [text for title in titles for text in (title, "ratio")]
+    other_labels = labels(args)[1:]  # our other contenders, then the peers
+    peer_labels = [label for label in other_labels if label not in OURS]
+    titles = [title(label) for label in other_labels]
+    header = ["workload", "distgrad"] + [text for name in titles for text in (name, "ratio")]
     header.append("distgrad / fastest peer")
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     phases = ["| workload | " + " | ".join(["distgrad"] + titles) + " |", "|" + "---|" * (2 + len(titles))]
     prefix = NAME_PREFIXES[args.workload]
     for name in [f"{prefix}/local"] + [f"{prefix}/world{size}" for size in args.worlds]:
-        ran = [label for label in ["distgrad"] + peer_labels if (name, label) in results or (name, label) in errors]
+        ran = [label for label in labels(args) if (name, label) in results or (name, label) in errors]
         summaries = {label: summarize(results.get((name, label))) for label in ran}
         ours = summaries.get("distgrad")
         result = {"name": name}
         cells = [name, cell_text(ours, errors.get((name, "distgrad"), []))]
-        for label in ["distgrad"] + peer_labels:
+        for label in labels(args):
             if label in ran:
                 result.update({label: summaries[label], f"{label}_errors": errors.get((name, label))})
-        for label in peer_labels:  # the single-process peers ran under one transport's label only
+        for label in other_labels:  # the single-process peers ran under one transport's label only
             peer = summaries.get(label)
             ratio = peer["seconds_per_iter"] / ours["seconds_per_iter"] if peer and ours else None
             if label in ran:
@@ -147,7 +158,7 @@ def report(args, results, errors):
         phases.append("| " + " | ".join([name] + [
             f"{format_seconds(summaries[label]['forward_seconds'])} + "
             f"{format_seconds(summaries[label]['backward_seconds'])}" if summaries.get(label) else "-"
-            for label in ["distgrad"] + peer_labels]) + " |")
+            for label in labels(args)]) + " |")
     print("\n".join(table), file=sys.stderr)
     print("\nForward (clone, calls, mean) + backward, medians:\n" + "\n".join(phases), file=sys.stderr)
 
@@ -159,7 +170,7 @@ def soak(args):
     runs, hangs, failures, seconds, first_errors = 0, 0, 0, [], []
     start = time.monotonic()
     while runs < args.soak and time.monotonic() - start < args.soak_seconds:
-        rows, error, elapsed = run_world(command, args.soak_world, args.soak_timeout)
+        rows, error, elapsed = run_world(command, args.soak_world, args.soak_timeout, OURS.get(args.soak_contender))
         runs += 1
         seconds.append(elapsed)
         if error or not any(row.get("name") == name for row in rows):
@@ -190,6 +201,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=5, help="outer iterations before timing, per world")
     parser.add_argument("--iterations", type=int, default=30, help="timed outer iterations per world")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
+    parser.add_argument("--ours", default="distgrad,distgrad-network",
+                        help="our contenders: distgrad (same-host paths on), distgrad-network (DISTGRAD_SAME_HOST=0)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--timeout", type=float, help="seconds before a world is killed (default: sinusoid 150, "
@@ -207,6 +220,9 @@ def main():
     args.soak_timeout = default_soak_timeout if args.soak_timeout is None else args.soak_timeout
     args.worlds = [int(n) for n in args.worlds.split(",")]
     args.peer_transports = args.peer_transports.split(",")
+    args.ours = args.ours.split(",")
+    if args.ours[0] != "distgrad" or any(label not in OURS for label in args.ours):
+        parser.error(f"--ours must start with distgrad and name contenders of {sorted(OURS)}")
     args.peer_python = peer_python_or_none(args.peer_python)
     soak(args) if args.soak else benchmark(args)
 

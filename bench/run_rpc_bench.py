@@ -55,12 +55,12 @@ def kill_group(process):
         pass
 
 
-def run_world(command, world_size, timeout, extra_env, failure_grace=20.0):
-    """Starts `command` as ranks 0..world_size-1 (with `extra_env`) and waits for them.
+def run_world(command, world_size, timeout, extra_env=None, failure_grace=20.0):
+    """Starts `command` as ranks 0..world_size-1 (with `extra_env` added) and waits for them.
 
     Returns (rows printed by rank 0, error text or None, seconds the world ran)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
-    base.update(extra_env)
+    base.update(extra_env or {})
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world_size),
                 LOCAL_WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1", DISTGRAD_BENCH_SPAWN_TIME=repr(time.time()))
     processes, outputs = [], []
