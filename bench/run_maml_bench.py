@@ -3,7 +3,7 @@
 
   python3 bench/run_maml_bench.py --build build --rounds 3 [--workload sinusoid|fewshot] [--worlds 1,2,3]
       [--peer-transports default,uv] [--warmup 5] [--iterations 30] [--timeout S]
-      [--peer-python ~/.venvs/distgrad-peer/bin/python] [--ours distgrad,distgrad-network]
+      [--peer-python ~/.venvs/distgrad-peer/bin/python] [--ours distgrad,distgrad-grpc]
   python3 bench/run_maml_bench.py --build build --soak 1000 [--workload sinusoid|fewshot] [--soak-world 3]
       [--soak-iterations 3] [--soak-timeout S] [--soak-seconds 600] [--soak-contender distgrad]
 
@@ -14,8 +14,8 @@ names maml_fewshot/...; the peers get --workload fewshot). The fewshot issue ask
 to 4: pass --worlds 1,2,3,4 (the default stays 1,2,3).
 
 Benchmark: each round runs, for every world size, one world per contender, in an order that
-rotates from round to round: our binary (distgrad; and distgrad-network, the same with
-DISTGRAD_SAME_HOST=0: gRPC alone, as before the same-host paths), bench/peer/maml_torchopt.py (TorchOpt's
+rotates from round to round: our binary (distgrad; and distgrad-grpc, the same with
+DISTGRAD_GRPC_ONLY=1: gRPC alone, as before the fast paths), bench/peer/maml_torchopt.py (TorchOpt's
 torchopt.distributed API) and bench/peer/maml_torch_rpc.py (torch.distributed.rpc and
 distributed autograd by hand), each peer once per TensorPipe transport setting ("default"; "uv"
 for _transports=["uv"], TCP only). Each round also runs the single-process versions
@@ -201,8 +201,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=5, help="outer iterations before timing, per world")
     parser.add_argument("--iterations", type=int, default=30, help="timed outer iterations per world")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
-    parser.add_argument("--ours", default="distgrad,distgrad-network",
-                        help="our contenders: distgrad (same-host paths on), distgrad-network (DISTGRAD_SAME_HOST=0)")
+    parser.add_argument("--ours", default="distgrad,distgrad-grpc",
+                        help="our contenders: distgrad (every fast path), distgrad-cross-host (DISTGRAD_SAME_HOST=0), "
+                        "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--timeout", type=float, help="seconds before a world is killed (default: sinusoid 150, "

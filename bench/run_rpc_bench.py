@@ -3,11 +3,11 @@
 
   python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup,autograd]
       [--startup-workers 64] [--peer-transports default,uv] [--peer-python ~/.venvs/distgrad-peer/bin/python]
-      [--ours distgrad,distgrad-network]
+      [--ours distgrad,distgrad-cross-host,distgrad-grpc]
 
 Each round starts one world per contender and mode: BUILD/bench/rpc_bench (ours: "distgrad" with its
-defaults, same-host shared memory and local socket on, and "distgrad-network" with DISTGRAD_SAME_HOST=0,
-the plain gRPC path) and
+defaults, every fast path on; "distgrad-cross-host" with DISTGRAD_SAME_HOST=0, as if the peers were on other
+hosts; "distgrad-grpc" with DISTGRAD_GRPC_ONLY=1, gRPC alone) and
 bench/peer/rpc_torch.py once per TensorPipe transport setting ("default", and "uv" for
 _transports=["uv"]: TCP only, no busy-polling shared-memory transport). Every process gets the
 launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a
@@ -37,9 +37,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Variables a launcher may have left in our own environment; the worlds get only ours.
 LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_",
                      "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE", "DISTGRAD_SHM", "DISTGRAD_SAME_HOST",
-                     "DISTGRAD_LOCAL_SOCKET")
-# Our contenders: the default (same-host shared memory and local socket on) and the plain gRPC path.
-OURS = {"distgrad": {}, "distgrad-network": {"DISTGRAD_SAME_HOST": "0"}}
+                     "DISTGRAD_SOCKET_CALLS", "DISTGRAD_GRPC_ONLY")
+# Our contenders: the defaults (every fast path on), as if the peers were on other hosts (small calls
+# on TCP sockets, the rest over gRPC), and gRPC alone.
+OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"}}
 
 
 def free_port():
@@ -155,8 +156,9 @@ def main():
     parser.add_argument("--modes", default="latency,throughput,startup", help="also: autograd")
     parser.add_argument("--startup-workers", default="64", help="comma-separated world sizes for the start-up mode")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
-    parser.add_argument("--ours", default="distgrad,distgrad-network",
-                        help="our contenders: distgrad (same-host paths on), distgrad-network (gRPC alone)")
+    parser.add_argument("--ours", default="distgrad,distgrad-cross-host,distgrad-grpc",
+                        help="our contenders: distgrad (every fast path), distgrad-cross-host (DISTGRAD_SAME_HOST=0), "
+                        "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--repetitions-scale", type=float, default=1.0)

@@ -20,11 +20,11 @@
 #include "absl/base/thread_annotations.h"
 #include "core/copy.h"
 #include "proto/distgrad.grpc.pb.h"
+#include "rpc/call_socket.h"
 #include "rpc/credentials.h"
 #include "rpc/executor.h"
 #include "rpc/frame.h"
 #include "rpc/job_store.h"
-#include "rpc/local_socket.h"
 #include "rpc/net_util.h"
 #include "rpc/rpc.h"
 #include "rpc/shared_memory.h"
@@ -102,14 +102,15 @@ void read_switch(const char* name, bool* value) {
   if (!text.empty()) *value = text == "1";
 }
 
-// The options with DISTGRAD_SAME_HOST (both same-host paths), then DISTGRAD_SHM,
-// DISTGRAD_SHM_THRESHOLD and DISTGRAD_LOCAL_SOCKET applied.
+// The options with the fast paths' variables applied (RpcOptions, "The environment overrides").
 RpcOptions with_environment(RpcOptions options) {
-  bool same_host = true;
-  read_switch("DISTGRAD_SAME_HOST", &same_host);
-  if (!same_host) options.shared_memory = options.local_socket = false;
+  bool grpc_only = false;
+  read_switch("DISTGRAD_GRPC_ONLY", &grpc_only);
+  if (grpc_only) options.same_host = options.shared_memory = options.socket_calls = false;
+  read_switch("DISTGRAD_SAME_HOST", &options.same_host);
   read_switch("DISTGRAD_SHM", &options.shared_memory);
-  read_switch("DISTGRAD_LOCAL_SOCKET", &options.local_socket);
+  read_switch("DISTGRAD_SOCKET_CALLS", &options.socket_calls);
+  if (!options.same_host) options.shared_memory = false;
   const std::string threshold = getenv_or("DISTGRAD_SHM_THRESHOLD", "");
   if (!threshold.empty()) {
     size_t bytes = 0;
@@ -133,10 +134,9 @@ struct Agent::Impl {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::GenericStub> stub;
     std::unique_ptr<grpc::internal::RpcMethod> method;  // registered on the channel, for blocking calls
-    // Same-host peers: the local socket (Note [Local socket path]), tried once; null when it
-    // could not connect.
-    std::unique_ptr<local::Client> local;
-    bool local_tried = false;
+    // The call socket (Note [Socket calls]), connected on first use; null when it could not.
+    std::unique_ptr<call_socket::Client> socket;
+    bool socket_tried = false;
   };
 
   // One asynchronous call from its start to its completion callback.
@@ -173,10 +173,13 @@ struct Agent::Impl {
   // Same-host shared memory (Note [Shared-memory path] in rpc/shared_memory.h); null when off.
   std::unique_ptr<shm::Links> shared_memory;
   std::atomic<uint64_t> network_tensors{0}, network_bytes{0};
-  // Same-host calls over a Unix-domain socket (Note [Local socket path] in rpc/local_socket.h).
-  std::unique_ptr<local::Server> local_server;  // null when off
-  std::vector<std::string> local_socket_names;  // per rank: empty unless on this host with it on
-  std::atomic<uint64_t> local_socket_calls{0}, grpc_calls{0};
+  // Calls over distgrad's own sockets (Note [Socket calls] in rpc/call_socket.h).
+  std::unique_ptr<call_socket::Server> socket_server;  // null when off
+  // Per rank: "unix:NAME" or "tcp:HOST:PORT", empty when calls to it use gRPC; and whether every
+  // call may use it (Unix sockets) or only small frames (TCP).
+  std::vector<std::string> socket_addresses;
+  std::vector<bool> socket_takes_any_frame;
+  std::atomic<uint64_t> socket_calls{0}, grpc_calls{0};
   std::mutex peers_mutex;  // guards peers
   std::vector<std::unique_ptr<Peer>> peers;
   // Read by every call, replaced whole by set_hooks (which may run while calls are served).
@@ -185,7 +188,7 @@ struct Agent::Impl {
   // stop() cancels them and waits for their completions, so that no callback outlives the agent
   // and no call is left inside gRPC when the process exits. Recursive: gRPC may run a cancelled
   // call's callback (which calls call_finished) inline, inside TryCancel. Keyed by each call's
-  // state; the gRPC context to cancel, or null for calls on a local socket (closing the sockets
+  // state; the gRPC context to cancel, or null for socket calls (closing the sockets
   // fails those).
   std::recursive_mutex calls_mutex;
   std::condition_variable_any calls_finished;  // notified under calls_mutex
@@ -265,8 +268,10 @@ struct Agent::Impl {
   grpc::Status serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
   // The answer to requests that arrive when init_rpc did not finish.
   grpc::Status not_serving() const;
-  // The local socket to `rank` when it is on this host and the socket works; else null (gRPC).
-  local::Client* local_client(int rank);
+  // The socket for a call of `request` to `rank`; null when it goes over gRPC.
+  call_socket::Client* socket_for(int rank, const grpc::ByteBuffer& request);
+  Future<Encoded> call_over_socket(call_socket::Client& socket, int to, const std::string& function,
+                                   const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
   // `shared_to`: the peer whose segments may carry the tensors (-1: none may).
   std::vector<WireTensor> to_wire(const std::vector<Tensor>& tensors, const std::vector<std::pair<Device, Device>>& map,
                                   int shared_to);
@@ -314,28 +319,34 @@ void Agent::Impl::start_server() {
   DISTGRAD_CHECK(server != nullptr && port > 0, "init_rpc: ", names[world.rank], " could not start its server on ",
                  bind_host);
   const std::string host = getenv_or("DISTGRAD_HOST", local_address_towards(world.master_addr, world.master_port));
-  if (options.local_socket) {
-    local_server = std::make_unique<local::Server>(token, [this](grpc::ByteBuffer request, local::Completion respond) {
-      executor->submit([this, request = std::move(request), respond = std::move(respond)] {
-        if (!wait_until_calls_open()) return respond(not_serving(), {});
-        grpc::ByteBuffer response;
-        const grpc::Status status = serve(request, &response);
-        respond(status, std::move(response));
-      });
-    });
+  if (options.socket_calls) {
+    // TCP beside the Unix socket unless TLS is on (the socket protocol has no encryption).
+    socket_server = std::make_unique<call_socket::Server>(
+        token,
+        [this](grpc::ByteBuffer request, call_socket::Completion respond) {
+          executor->submit([this, request = std::move(request), respond = std::move(respond)] {
+            if (!wait_until_calls_open()) return respond(not_serving(), {});
+            grpc::ByteBuffer response;
+            const grpc::Status status = serve(request, &response);
+            respond(status, std::move(response));
+          });
+        },
+        credentials.tls ? "" : bind_host);
   }
-  // The entry (Note [Rendezvous entry]): the address, the host identity, then what the same-host
-  // paths need, when they are on.
-  std::string entry = host + ":" + std::to_string(port) + "\n" + shm::host_identity();
+  // The entry (Note [Rendezvous entry]).
+  std::string entry = host + ":" + std::to_string(port) + "\n" + (options.same_host ? shm::host_identity() : "-");
   if (shared_memory) entry += "\nshm " + shared_memory->card();
-  if (local_server) entry += "\nsocket " + local_server->name();
+  if (socket_server) entry += "\nsocket " + socket_server->name();
+  if (socket_server && socket_server->tcp_port() > 0) entry += "\ntcp " + std::to_string(socket_server->tcp_port());
   store->client().set(key("address/" + std::to_string(world.rank)), entry);
 }
 
 // Note [Rendezvous entry]
-// Each worker publishes one Store entry: "HOST:PORT", then "HOST IDENTITY" (rpc/shared_memory.h),
-// then "shm PID FD INODE" when its shared-memory path is on and "socket NAME" when its local
-// socket is, one per line. Peers with this worker's identity use the last two.
+// Each worker publishes one Store entry, one item per line: "HOST:PORT" (gRPC), its host identity
+// (rpc/shared_memory.h; "-" with RpcOptions::same_host off), then "shm PID FD INODE" when its
+// shared-memory path is on, and "socket NAME" (its Unix socket) and "tcp PORT" (the same server on
+// TCP at HOST) when it takes socket calls. Peers with this worker's identity use shm and socket;
+// the others tcp.
 void Agent::Impl::add_peer_entry(int rank, const std::string& entry) {
   std::vector<std::string> lines;
   for (size_t start = 0; start <= entry.size();) {
@@ -344,11 +355,19 @@ void Agent::Impl::add_peer_entry(int rank, const std::string& entry) {
     start = end + 1;
   }
   peer_addresses.push_back(lines[0]);
-  local_socket_names.emplace_back();
-  if (lines.size() < 2 || lines[1] != shm::host_identity()) return;
+  socket_addresses.emplace_back();
+  socket_takes_any_frame.push_back(false);
+  const bool same_host = options.same_host && lines.size() >= 2 && lines[1] == shm::host_identity();
   for (size_t i = 2; i < lines.size(); ++i) {
-    if (lines[i].rfind("shm ", 0) == 0 && shared_memory) shared_memory->add_peer(rank, lines[i].substr(4));
-    if (lines[i].rfind("socket ", 0) == 0 && local_server) local_socket_names.back() = lines[i].substr(7);
+    const std::string& line = lines[i];
+    if (same_host && line.rfind("shm ", 0) == 0 && shared_memory) shared_memory->add_peer(rank, line.substr(4));
+    if (same_host && line.rfind("socket ", 0) == 0 && socket_server) {
+      socket_addresses.back() = "unix:" + line.substr(7);
+      socket_takes_any_frame.back() = true;
+    }
+    if (!same_host && line.rfind("tcp ", 0) == 0 && socket_server && socket_server->tcp_port() > 0) {
+      socket_addresses.back() = "tcp:" + lines[0].substr(0, lines[0].rfind(':')) + ":" + line.substr(4);
+    }
   }
 }
 
@@ -391,19 +410,46 @@ Agent::Impl::Peer& Agent::Impl::peer(int rank) {
   return *peer;
 }
 
-local::Client* Agent::Impl::local_client(int rank) {
+call_socket::Client* Agent::Impl::socket_for(int rank, const grpc::ByteBuffer& request) {
+  if (socket_addresses[rank].empty() ||
+      (!socket_takes_any_frame[rank] && request.Length() > options.socket_frame_limit)) {
+    return nullptr;
+  }
   Peer& peer = this->peer(rank);
   std::lock_guard<std::mutex> lock(peers_mutex);
-  if (!peer.local_tried && !local_socket_names[rank].empty()) {
-    peer.local_tried = true;
+  if (!peer.socket_tried) {
+    peer.socket_tried = true;
     try {
-      peer.local = std::make_unique<local::Client>(local_socket_names[rank], token, std::chrono::seconds(10));
+      peer.socket = std::make_unique<call_socket::Client>(socket_addresses[rank], token, std::chrono::seconds(10));
     } catch (const Error& error) {
       std::fprintf(stderr, "[%s] rpc: calling %s over gRPC: %s\n", names[world.rank].c_str(), names[rank].c_str(),
                    error.what());
     }
   }
-  return peer.local && peer.local->is_open() ? peer.local.get() : nullptr;
+  return peer.socket && peer.socket->is_open() ? peer.socket.get() : nullptr;
+}
+
+Future<Encoded> Agent::Impl::call_over_socket(call_socket::Client& socket, int to, const std::string& function,
+                                              const grpc::ByteBuffer& request, std::chrono::milliseconds timeout) {
+  struct SocketCall {
+    Promise<Encoded> promise;
+    std::string function;
+  };
+  auto state = std::make_shared<SocketCall>();
+  state->function = function;
+  Future<Encoded> future = state->promise.future();
+  call_started(state.get(), nullptr);
+  socket_calls.fetch_add(1, std::memory_order_relaxed);
+  socket.call(request, timeout, [this, state, to](grpc::Status status, grpc::ByteBuffer reply) {
+    try {
+      if (!status.ok()) throw call_error(to, state->function, status);
+      state->promise.set_value(decode_reply(to, reply));
+    } catch (...) {
+      state->promise.set_error(std::current_exception());
+    }
+    call_finished(state.get());  // the last use of this
+  });
+  return future;
 }
 
 void Agent::Impl::prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const {
@@ -589,12 +635,12 @@ void Agent::Impl::stop() {
   if (stopped) return;
   stopped = true;
   set_gate(/*open=*/false);  // requests still waiting for init_rpc give up
-  if (local_server) local_server->stop();
+  if (socket_server) socket_server->stop();
   if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   {
     std::lock_guard<std::mutex> lock(peers_mutex);
     for (const std::unique_ptr<Peer>& peer : peers) {
-      if (peer && peer->local) peer->local->close(grpc::Status(grpc::StatusCode::CANCELLED, "RPC is shutting down"));
+      if (peer && peer->socket) peer->socket->close(grpc::Status(grpc::StatusCode::CANCELLED, "RPC is shutting down"));
     }
   }
   // Cancelled calls complete at once; a callback still running user continuations gets a while.
@@ -635,7 +681,7 @@ StoreClient& Agent::store() { return impl_->store->client(); }
 TransportStats Agent::transport_stats() const {
   TransportStats stats;
   stats.network_tensors = impl_->network_tensors.load(std::memory_order_relaxed);
-  stats.local_socket_calls = impl_->local_socket_calls.load(std::memory_order_relaxed);
+  stats.socket_calls = impl_->socket_calls.load(std::memory_order_relaxed);
   stats.grpc_calls = impl_->grpc_calls.load(std::memory_order_relaxed);
   stats.network_bytes = impl_->network_bytes.load(std::memory_order_relaxed);
   if (const shm::Links* links = impl_->shared_memory.get()) {
@@ -657,41 +703,18 @@ void install_call_hooks(CallHooks hooks) {
 void Agent::set_hooks(CallHooks hooks) { impl_->hooks.store(std::make_shared<const CallHooks>(std::move(hooks))); }
 
 Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
-  if (local::Client* local = impl_->local_client(to)) {
-    struct LocalCall {
-      Promise<Encoded> promise;
-      std::string function;
-    };
-    auto state = std::make_shared<LocalCall>();
-    state->function = call.function;
-    Future<Encoded> future = state->promise.future();
-    const grpc::ByteBuffer request = impl_->encode_request(to, call);
-    impl_->call_started(state.get(), nullptr);
-    impl_->local_socket_calls.fetch_add(1, std::memory_order_relaxed);
-    local->call(request, timeout, [impl = impl_.get(), state, to](grpc::Status status, grpc::ByteBuffer reply) {
-      try {
-        if (!status.ok()) throw impl->call_error(to, state->function, status);
-        state->promise.set_value(impl->decode_reply(to, reply));
-      } catch (...) {
-        state->promise.set_error(std::current_exception());
-      }
-      impl->call_finished(state.get());  // the last use of impl
-    });
-    return future;
+  Impl::Peer& peer = impl_->peer(to);
+  grpc::ByteBuffer request = impl_->encode_request(to, call);
+  if (call_socket::Client* socket = impl_->socket_for(to, request)) {
+    return impl_->call_over_socket(*socket, to, call.function, request, timeout);
   }
   impl_->grpc_calls.fetch_add(1, std::memory_order_relaxed);
-  Impl::Peer& peer = impl_->peer(to);
   auto* state = new Impl::AsyncCall;
   state->to = to;
   state->function = call.function;
+  state->request = std::move(request);
   Future<Encoded> future = state->promise.future();
-  try {
-    impl_->prepare_context(state->context, timeout);
-    state->request = impl_->encode_request(to, call);
-  } catch (...) {
-    delete state;
-    throw;
-  }
+  impl_->prepare_context(state->context, timeout);
   impl_->call_started(&state->context, &state->context);
   peer.stub->UnaryCall(&state->context, kCallMethod, grpc::StubOptions(), &state->request, &state->response,
                        [impl = impl_.get(), state](const grpc::Status& status) {
@@ -708,13 +731,15 @@ Future<Encoded> Agent::call_async(int to, OutgoingCall call, std::chrono::millis
 }
 
 Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
-  if (impl_->local_client(to) != nullptr) return call_async(to, std::move(call), timeout).get();
-  impl_->grpc_calls.fetch_add(1, std::memory_order_relaxed);
   Impl::Peer& peer = impl_->peer(to);
+  const grpc::ByteBuffer request = impl_->encode_request(to, call);
+  if (call_socket::Client* socket = impl_->socket_for(to, request)) {
+    return impl_->call_over_socket(*socket, to, call.function, request, timeout).get();
+  }
+  impl_->grpc_calls.fetch_add(1, std::memory_order_relaxed);
   grpc::ClientContext context;
   impl_->prepare_context(context, timeout);
   const std::string function = call.function;
-  const grpc::ByteBuffer request = impl_->encode_request(to, call);
   grpc::ByteBuffer response;
   impl_->call_started(&context, &context);
   grpc::Status status;

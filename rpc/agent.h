@@ -68,11 +68,11 @@ struct CallHooks {
 // when linked in); applies to the running agent too.
 void install_call_hooks(CallHooks hooks);
 
-// What this process sent, by path: calls over the local socket (RpcOptions::local_socket) and
+// What this process sent, by path: calls over distgrad's sockets (RpcOptions::socket_calls) and
 // over gRPC, tensors and their bytes through shared memory (RpcOptions::shared_memory) and in the
 // messages, and the shared-memory segments it keeps for its peers.
 struct TransportStats {
-  uint64_t local_socket_calls = 0, grpc_calls = 0;
+  uint64_t socket_calls = 0, grpc_calls = 0;
   uint64_t shared_memory_tensors = 0, shared_memory_bytes = 0;
   uint64_t network_tensors = 0, network_bytes = 0;
   size_t shared_memory_segments = 0, shared_memory_segment_bytes = 0;

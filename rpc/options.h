@@ -33,18 +33,22 @@ struct RpcOptions {
   // trip 1.6x slower (docs/benchmarks.md, "RPC"). Process-wide: the heap stays at its peak.
   // Left alone when GLIBC_TUNABLES sets either threshold.
   bool keep_freed_memory = true;
-  // Same-host shared memory (docs/rpc.md, "Same-host shared memory"): tensors of at least
-  // `shared_memory_threshold` bytes to or from a worker on this host travel through shared
-  // memory, in segments of which this worker keeps at most `shared_memory_pool_bytes` per peer
-  // (beyond that, and to other hosts, tensors go over the network). The environment overrides
-  // these: DISTGRAD_SHM=0 or 1, DISTGRAD_SHM_THRESHOLD (bytes); DISTGRAD_SAME_HOST=0 turns off
-  // both same-host paths (this one and `local_socket`).
+  // The fast paths (docs/rpc.md, "Fast paths"). Workers on this host are recognised as such
+  // (false: every peer is treated as on another host).
+  bool same_host = true;
+  // Tensors of at least `shared_memory_threshold` bytes to or from a worker on this host travel
+  // through shared memory, in segments of which this worker keeps at most
+  // `shared_memory_pool_bytes` per peer (beyond that, and to other hosts, in the messages).
   bool shared_memory = true;
-  // Calls to a worker on this host go over a Unix-domain socket instead of gRPC (docs/rpc.md,
-  // "Same-host calls"); DISTGRAD_LOCAL_SOCKET=0 or 1 overrides.
-  bool local_socket = true;
   size_t shared_memory_threshold = size_t{64} << 10;
   size_t shared_memory_pool_bytes = size_t{1} << 30;
+  // Calls go over a socket of distgrad's own instead of gRPC: a Unix-domain socket to a worker on
+  // this host (every call), TCP to one on another host (calls whose frame is at most
+  // `socket_frame_limit` bytes; not with TLS).
+  bool socket_calls = true;
+  size_t socket_frame_limit = size_t{64} << 10;
+  // The environment overrides these: DISTGRAD_SAME_HOST, DISTGRAD_SHM, DISTGRAD_SOCKET_CALLS
+  // (0 or 1), DISTGRAD_SHM_THRESHOLD (bytes), and DISTGRAD_GRPC_ONLY=1 turns every fast path off.
 };
 
 }  // namespace distgrad::rpc

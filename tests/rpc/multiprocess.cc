@@ -36,8 +36,8 @@ bool is_launcher_variable(std::string_view entry) {
     if (name == exact) return true;
   }
   // The transport settings of a test variant (ctest's ENVIRONMENT) do reach them.
-  for (std::string_view transport :
-       {"DISTGRAD_SAME_HOST", "DISTGRAD_SHM", "DISTGRAD_SHM_THRESHOLD", "DISTGRAD_LOCAL_SOCKET"}) {
+  for (std::string_view transport : {"DISTGRAD_GRPC_ONLY", "DISTGRAD_SAME_HOST", "DISTGRAD_SHM",
+                                     "DISTGRAD_SHM_THRESHOLD", "DISTGRAD_SOCKET_CALLS"}) {
     if (name == transport) return false;
   }
   for (std::string_view prefix : {"DISTGRAD_", "SLURM_", "OMPI_"}) {

@@ -10,9 +10,9 @@
 //
 // The launcher variables the parent happens to have (RANK, SLURM_*, OMPI_*, DISTGRAD_TOKEN,
 // DISTGRAD_INSECURE, ...) are removed from the children's environment first, so a test says
-// every setting it relies on. The transport settings DISTGRAD_SAME_HOST, DISTGRAD_SHM,
-// DISTGRAD_SHM_THRESHOLD and DISTGRAD_LOCAL_SOCKET are kept: ctest runs the multi-process suites
-// with the same-host paths on and off through them.
+// every setting it relies on. The fast paths' variables (DISTGRAD_GRPC_ONLY, DISTGRAD_SAME_HOST,
+// DISTGRAD_SHM, DISTGRAD_SHM_THRESHOLD, DISTGRAD_SOCKET_CALLS) are kept: ctest runs the
+// multi-process suites with each set of paths through them.
 //
 //   std::vector<ProcessResult> results = run_world(kWorker, {"codecs"}, 2);
 //   for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << result;

@@ -1,6 +1,7 @@
 // The same-host shared-memory path with real processes on loopback: the scenarios of
 // tests/rpc/shm_test_worker.cc run as every rank of a world (tests/rpc/multiprocess.h). ctest runs
-// this binary twice, with the path on and with DISTGRAD_SHM=0 (the scenarios expect each).
+// this binary with the fast paths on, as if every peer were on another host, and with gRPC alone
+// (the scenarios expect each).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -49,10 +50,14 @@ TEST(SharedMemoryPath, APeerKilledWhileHoldingASegmentFailsItsCallOnlyAndLeavesN
   EXPECT_EQ(dev_shm_entries(), before) << "the world left files in /dev/shm";
 }
 
-TEST(LocalSocket, RefusesAWrongTokenAndGarbageAndKeepsServing) {
-  for (const char* off : {"DISTGRAD_SAME_HOST", "DISTGRAD_LOCAL_SOCKET"}) {
+TEST(CallSocket, RefusesAWrongTokenAndGarbageAndKeepsServing) {
+  for (const char* off : {"DISTGRAD_SAME_HOST", "DISTGRAD_SOCKET_CALLS"}) {
     const char* setting = std::getenv(off);
-    if (setting != nullptr && std::string(setting) == "0") GTEST_SKIP() << off << "=0: the local socket is off";
+    if (setting != nullptr && std::string(setting) == "0") GTEST_SKIP() << off << "=0: no Unix socket here";
+  }
+  if (const char* grpc_only = std::getenv("DISTGRAD_GRPC_ONLY");
+      grpc_only != nullptr && std::string(grpc_only) == "1") {
+    GTEST_SKIP() << "DISTGRAD_GRPC_ONLY=1: no Unix socket here";
   }
   WorldOptions options;
   options.env["DISTGRAD_TOKEN"] = "local-socket-test-token";

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The shared-memory path across simulated hosts (scripts/netns_hosts.sh): two network-namespace
-# hosts of 2 workers each, started by the same distgrad-run command on each. Rank 0 must reach its
-# neighbour on its own host through shared memory and the two workers of the other host over the
-# network (the host identity includes the network namespace; tests/rpc/shm_test_worker.cc
-# "hosts"). Every process runs inside a namespace this test makes, and the namespaces are removed
+# The fast paths across simulated hosts (scripts/netns_hosts.sh): two network-namespace hosts of 2
+# workers each, started by the same distgrad-run command on each. Rank 0 must reach its neighbour
+# on its own host through shared memory and the Unix socket, and the two workers of the other host
+# over TCP sockets (small calls) and gRPC (the host identity includes the network namespace;
+# tests/rpc/shm_test_worker.cc "hosts"). Every process runs inside a namespace this test makes, and the namespaces are removed
 # on every exit. Exit 77 (skipped) without the privilege to create namespaces.
 #   shm_hosts_test.sh DISTGRAD_RUN SHM_TEST_WORKER
 set -euo pipefail
@@ -29,6 +29,6 @@ wait "$pid0" || status=$?
 wait "$pid1" || status=$?
 for node in 0 1; do sed "s/^/node$node| /" "$out/node$node.log"; done
 [ "$status" = 0 ] || { echo "FAIL: a launcher exited with $status"; exit 1; }
-grep -q 'same-host peers used shared memory, the others the network' "$out/node0.log" \
+grep -q 'same-host peers used shared memory and the Unix socket, the others TCP and gRPC' "$out/node0.log" \
   || { echo "FAIL: rank 0 did not finish its checks"; exit 1; }
-echo "rank 0 reached worker1 through shared memory and workers 2 and 3 over the network"
+echo "rank 0 reached worker1 through shared memory and the Unix socket, workers 2 and 3 over TCP and gRPC"

@@ -4,9 +4,9 @@
 // they arrive intact, and what is left behind; it exits 0, or prints "[workerN] error: ..." and
 // exits non-zero at the first failed check.
 //
-// DISTGRAD_SHM=0 in the environment means the shared-memory path is off, DISTGRAD_LOCAL_SOCKET=0 the
-// local socket, DISTGRAD_SAME_HOST=0 both: the scenarios then expect tensors in the messages and
-// calls over gRPC, all arriving intact.
+// The fast paths' variables (DISTGRAD_SAME_HOST, DISTGRAD_SHM, DISTGRAD_SOCKET_CALLS,
+// DISTGRAD_GRPC_ONLY) set what the scenarios expect of each call and tensor: every one still arrives
+// intact.
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -28,7 +28,7 @@
 
 #include "core/creation.h"
 #include "core/ops.h"
-#include "rpc/local_socket.h"
+#include "rpc/call_socket.h"
 #include "rpc/rpc.h"
 #include "tests/rpc/scenario.h"
 
@@ -40,12 +40,17 @@ using testing::Failure;
 using testing::require;
 using testing::say;
 
+// Whether the 0/1 variable `name` is unset or not 0 (DISTGRAD_GRPC_ONLY: whether it is not 1).
 bool switched_on(const char* name) {
   const char* setting = std::getenv(name);
+  if (std::string(name) == "DISTGRAD_GRPC_ONLY") return setting == nullptr || std::string(setting) != "1";
   return setting == nullptr || std::string(setting) != "0";
 }
-bool shared_memory_on() { return switched_on("DISTGRAD_SAME_HOST") && switched_on("DISTGRAD_SHM"); }
-bool local_socket_on() { return switched_on("DISTGRAD_SAME_HOST") && switched_on("DISTGRAD_LOCAL_SOCKET"); }
+bool grpc_only() { return !switched_on("DISTGRAD_GRPC_ONLY"); }
+// Whether peers on this host count as such, shared memory is on, sockets take calls.
+bool same_host_on() { return !grpc_only() && switched_on("DISTGRAD_SAME_HOST"); }
+bool shared_memory_on() { return same_host_on() && switched_on("DISTGRAD_SHM"); }
+bool socket_calls_on() { return !grpc_only() && switched_on("DISTGRAD_SOCKET_CALLS"); }
 
 // The tensor a call with `seed` sends: n float32 values that depend on the seed and the index.
 Tensor pattern(int64_t n, int64_t seed) {
@@ -159,11 +164,12 @@ int echo() {
           require(sent.shared_memory_tensors == 0 && replied == 0,
                   "DISTGRAD_SHM=0, yet tensors went through shared memory");
         }
-        // Calls to a same-host worker take the local socket when it is on: the 20 so far.
-        say("calls: ", sent.local_socket_calls, " on the local socket, ", sent.grpc_calls, " over gRPC");
-        require(local_socket_on() ? sent.grpc_calls == 0 && sent.local_socket_calls == 20
-                                  : sent.local_socket_calls == 0 && sent.grpc_calls == 20,
-                "the calls took the wrong path");
+        // The 20 calls so far: all on the Unix socket to a worker on this host; on TCP (another host)
+        // only the first, whose frame is small; none with socket calls off.
+        say("calls: ", sent.socket_calls, " on a socket, ", sent.grpc_calls, " over gRPC");
+        const uint64_t on_socket = !socket_calls_on() ? 0 : same_host_on() ? 20 : 1;
+        require(sent.socket_calls == on_socket && sent.grpc_calls == 20 - on_socket, "expected ", on_socket,
+                " calls on a socket, found ", sent.socket_calls, " (and ", sent.grpc_calls, " over gRPC)");
         // 1000 calls of 4 MB: memory, segments and /dev/shm stay flat.
         const int64_t n = int64_t{1} << 20;
         int64_t resident_after_warmup = 0;
@@ -179,8 +185,13 @@ int echo() {
         const TransportStats after = transport_stats();
         say("1000 calls of 4 MB: resident memory grew by ", growth / 1024, " KiB after the 100th; ",
             after.shared_memory_segments, " segments of ", after.shared_memory_segment_bytes >> 20, " MiB");
-        require(growth < (int64_t{32} << 20), "resident memory grew by ", growth >> 20,
-                " MiB from the 100th to the 1000th call");
+        // A leak of one tensor per call would be 3.6 GB. Through shared memory nothing is allocated
+        // per call (measured: about 0.1 MiB); over gRPC and TCP the received messages land in the
+        // glibc arenas of whichever thread read them, which settle more slowly (measured: 6-12 MiB
+        // alone, 34 MiB once in a loaded ctest -j2).
+        const int64_t allowed = (shared_memory_on() ? int64_t{32} : int64_t{64}) << 20;
+        require(growth < allowed, "resident memory grew by ", growth >> 20, " MiB from the 100th to the 1000th call (",
+                allowed >> 20, " MiB allowed)");
         require(after.shared_memory_segments == segments_after_warmup, "the segments went from ", segments_after_warmup,
                 " to ", after.shared_memory_segments);
         require(!shared_memory_on() || after.shared_memory_segments <= 8, after.shared_memory_segments,
@@ -219,7 +230,8 @@ int peer_killed() {
 }
 
 // Every rank but 0 on the host of rank 0 (the same host identity) gets tensors through shared
-// memory, every other rank over the network. Run across network-namespace hosts by
+// memory and calls on the Unix socket; every other rank gets tensors in the messages, small calls
+// on TCP and large ones over gRPC. Run across network-namespace hosts by
 // tests/rpc/shm_hosts_test.sh: ranks 0 and 1 on one host, 2 and 3 on another.
 int hosts() {
   return auto_init_rpc(nullptr, rank_zero_only([] {
@@ -232,20 +244,25 @@ int hosts() {
                            const TransportStats after = transport_stats();
                            const uint64_t shared = after.shared_memory_tensors - before.shared_memory_tensors;
                            const int64_t replied = rpc_sync(rank, &shared_tensors_sent);
+                           const uint64_t on_socket = transport_stats().socket_calls - before.socket_calls;
                            const bool same_host = rank < get_local_world_size();
                            say(get_worker_name(rank), (same_host ? " (this host)" : " (another host)"), ": ", shared,
-                               " requests and ", replied, " replies through shared memory");
-                           // The first request opens the path; the later two take it, and every reply.
-                           require(shared == (same_host ? 2u : 0u) && replied == (same_host ? 3 : 0),
+                               " requests and ", replied, " replies through shared memory, ", on_socket,
+                               " of 4 calls on a socket");
+                           // The first request opens the path; the later two take it, and every reply. Every
+                           // call takes the Unix socket on this host; between hosts only the small one (the
+                           // last) takes TCP, the 1 MB ones gRPC.
+                           require(shared == (same_host ? 2u : 0u) && replied == (same_host ? 3 : 0) &&
+                                       on_socket == (same_host ? 4u : 1u),
                                    get_worker_name(rank), " took the wrong path");
                          }
-                         say("same-host peers used shared memory, the others the network");
+                         say("same-host peers used shared memory and the Unix socket, the others TCP and gRPC");
                        }));
 }
 
-// The name of `rank`'s local socket, from its rendezvous entry (Note [Rendezvous entry] in
+// The name of `rank`'s Unix socket, from its rendezvous entry (Note [Rendezvous entry] in
 // rpc/agent.cc).
-std::string local_socket_name(int rank) {
+std::string unix_socket_name(int rank) {
   const char* run_id = std::getenv("DISTGRAD_RUN_ID");
   const char* restart = std::getenv("DISTGRAD_RESTART_COUNT");
   const std::string entry =
@@ -283,27 +300,28 @@ bool closed_by_server(int fd) {
 // With a job token: a client with another token is refused, and connections that send garbage or
 // lie about a message's size are closed, while the worker keeps answering real calls.
 int local_socket_security() {
-  return auto_init_rpc(nullptr, rank_zero_only([] {
-                         const std::string name = local_socket_name(1);
-                         testing::expect_error("a wrong token", [&] { local::Client(name, "not the token", 5s); });
-                         local::Client(name, std::getenv("DISTGRAD_TOKEN"), 5s);  // the right one is taken
+  return auto_init_rpc(
+      nullptr, rank_zero_only([] {
+        const std::string name = unix_socket_name(1);
+        testing::expect_error("a wrong token", [&] { call_socket::Client("unix:" + name, "not the token", 5s); });
+        call_socket::Client("unix:" + name, std::getenv("DISTGRAD_TOKEN"), 5s);  // the right one is taken
 
-                         std::mt19937 random(7);
-                         std::string garbage(4096, '\0');
-                         for (char& byte : garbage) byte = static_cast<char>(random());
-                         const int fd = connect_raw(name);
-                         require(fd >= 0, "cannot connect to worker1's local socket");
-                         require(::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL) > 0, "cannot send");
-                         require(closed_by_server(fd), "worker1 kept a connection that sent garbage");
-                         ::close(fd);
+        std::mt19937 random(7);
+        std::string garbage(4096, '\0');
+        for (char& byte : garbage) byte = static_cast<char>(random());
+        const int fd = connect_raw(name);
+        require(fd >= 0, "cannot connect to worker1's local socket");
+        require(::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL) > 0, "cannot send");
+        require(closed_by_server(fd), "worker1 kept a connection that sent garbage");
+        ::close(fd);
 
-                         const int silent = connect_raw(name);  // connects and says nothing
-                         require(silent >= 0, "cannot connect to worker1's local socket");
-                         require(plus_one_of(1) == 2, "worker1 stopped answering");
-                         ::close(silent);
-                         require(plus_one_of(1) == 2, "worker1 stopped answering after the garbage");
-                         say("the local socket refused a wrong token and garbage, and kept serving");
-                       }));
+        const int silent = connect_raw(name);  // connects and says nothing
+        require(silent >= 0, "cannot connect to worker1's local socket");
+        require(plus_one_of(1) == 2, "worker1 stopped answering");
+        ::close(silent);
+        require(plus_one_of(1) == 2, "worker1 stopped answering after the garbage");
+        say("the local socket refused a wrong token and garbage, and kept serving");
+      }));
 }
 
 const std::map<std::string, std::function<int()>>& scenarios() {

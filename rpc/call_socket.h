@@ -1,22 +1,24 @@
-// Calls between workers on one host over a Unix-domain socket instead of gRPC (internal to rpc/;
-// docs/rpc.md, "Same-host calls").
+// Calls over a socket of our own instead of gRPC (internal to rpc/; docs/rpc.md, "Socket calls"):
+// a Unix-domain socket to a worker on this host, TCP to one on another.
 //
-// Note [Local socket path]
-// A gRPC unary call costs 100-150 us on this machine, mostly thread hand-offs inside gRPC. Between
-// two workers on one host (equal host identities: rpc/shared_memory.h), the caller instead sends
-// the same frames (rpc/frame.h) over one Unix-domain socket connection per peer, each in a message
-// with a call id, and replies come back on it in any order. The callee reads requests on one
-// thread per connection and runs them on its executor, whose thread writes the reply; the
-// caller's reader thread completes the call. That is two wake-ups each way.
+// Note [Socket calls]
+// A gRPC unary call costs 100-150 us on this machine, mostly thread hand-offs inside gRPC. A caller
+// instead sends the same frames (rpc/frame.h) over one connection per peer, each in a message with
+// a call id, and replies come back on it in any order. The callee reads requests on one thread per
+// connection and runs them on its executor, whose thread writes the reply; the caller's reader
+// thread completes the call. That is two wake-ups each way.
 //
-// The socket lives in the abstract namespace (no file, gone with the process). The server only
-// takes connections from processes of its own user (SO_PEERCRED), and the first message on a
-// connection must carry the job token. A connection that closes fails every call in flight on it
-// with UNAVAILABLE; deadlines are kept by the caller's reader; a caller that cannot connect, or
-// whose connection closed, uses gRPC.
+// Between workers on one host (equal host identities: rpc/shared_memory.h) the connection is an
+// abstract Unix-domain socket (no file, gone with the process), which takes connections only from
+// processes of the server's user (SO_PEERCRED), and every call uses it. Between hosts it is TCP
+// (TCP_NODELAY, keepalive probes that notice a dead host within about 25 s), for small frames only:
+// large ones keep to gRPC so that they do not hold up small calls behind them. The first message on
+// a connection must carry the job token. A connection that closes fails every call in flight on it
+// with UNAVAILABLE; deadlines are kept by the caller's reader; a caller that cannot connect, or whose
+// connection closed, uses gRPC.
 //
-//   local::Server server(token, [](grpc::ByteBuffer request, local::Completion respond) { ... });
-//   local::Client client(server.name(), token);                   // throws when it cannot connect
+//   call_socket::Server server(token, handler, "0.0.0.0");   // a Unix socket, and TCP on that host
+//   call_socket::Client client("unix:" + server.name(), token, 10s);   // or "tcp:HOST:PORT"
 //   client.call(request, 60s, [](grpc::Status status, grpc::ByteBuffer reply) { ... });
 #pragma once
 
@@ -35,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-namespace distgrad::rpc::local {
+namespace distgrad::rpc::call_socket {
 
 // Completes a call: the status and, when it is OK, the reply frame. Called once.
 using Completion = std::function<void(grpc::Status status, grpc::ByteBuffer reply)>;
@@ -45,14 +47,16 @@ class Server {
   // Serves one request frame; `respond` may run later, on any thread.
   using Handler = std::function<void(grpc::ByteBuffer request, Completion respond)>;
 
-  // Listens at once on a fresh abstract socket; throws distgrad::Error when it cannot.
-  Server(std::string token, Handler handler);
+  // Listens at once on a fresh abstract Unix-domain socket, and on a free TCP port of `tcp_host`
+  // unless it is empty; throws distgrad::Error when it cannot.
+  Server(std::string token, Handler handler, const std::string& tcp_host);
   ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // The socket's name, for clients (published at rendezvous).
+  // The Unix socket's name and the TCP port (0: none), for clients (published at rendezvous).
   const std::string& name() const { return name_; }
+  int tcp_port() const { return tcp_port_; }
   // Stops accepting, closes every connection and joins the threads. Responses still pending are
   // dropped. Idempotent.
   void stop();
@@ -65,7 +69,8 @@ class Server {
   const std::string token_;
   const Handler handler_;
   std::string name_;
-  int listen_fd_ = -1;
+  int listen_fd_ = -1, tcp_listen_fd_ = -1, tcp_port_ = 0;
+  int wake_fds_[2] = {-1, -1};  // a pipe: stop() writes to wake the acceptor
   std::thread acceptor_;
   std::mutex connections_mutex_;  // guards connections_, readers_, stopping_
   std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(connections_mutex_);
@@ -75,9 +80,9 @@ class Server {
 
 class Client {
  public:
-  // Connects to the server `name` and presents `token`; throws distgrad::Error naming what failed
-  // (no such socket, refused, no answer within `timeout`).
-  Client(const std::string& name, const std::string& token, std::chrono::milliseconds timeout);
+  // Connects to `address` ("unix:NAME" or "tcp:HOST:PORT") and presents `token`; throws
+  // distgrad::Error naming what failed (no such socket, refused, no answer within `timeout`).
+  Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout);
   ~Client();  // close(): calls in flight complete with CANCELLED
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -116,4 +121,4 @@ class Client {
   grpc::Status closed_because_ ABSL_GUARDED_BY(pending_mutex_);
 };
 
-}  // namespace distgrad::rpc::local
+}  // namespace distgrad::rpc::call_socket

@@ -1,5 +1,9 @@
-#include "rpc/local_socket.h"
+#include "rpc/call_socket.h"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -14,7 +18,7 @@
 #include "core/error.h"
 #include "rpc/credentials.h"
 
-namespace distgrad::rpc::local {
+namespace distgrad::rpc::call_socket {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -48,6 +52,105 @@ sockaddr_un abstract_address(const std::string& name, socklen_t* length) {
   std::memcpy(address.sun_path + 1, name.data(), size);  // sun_path[0] == 0: the abstract namespace
   *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + size);
   return address;
+}
+
+// TCP_NODELAY (a call is one message: send it now), and keepalive probes that notice a peer host
+// that went away within about 25 s (10 s idle, then 3 probes 5 s apart).
+void tune_tcp(int fd) {
+  const int on = 1, idle = 10, interval = 5, count = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+// "HOST:PORT" (the host possibly in brackets) split in two.
+std::pair<std::string, std::string> split_host_port(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {address, ""};
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, address.substr(colon + 1)};
+}
+
+// A connected socket to "unix:NAME" or "tcp:HOST:PORT" within `timeout_ms`; -1 with `why` set.
+int connect_to(const std::string& address, int timeout_ms, std::string* why) {
+  if (address.rfind("unix:", 0) == 0) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t length = 0;
+    const sockaddr_un target = abstract_address(address.substr(5), &length);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&target), length) != 0) {
+      *why = "cannot connect: " + errno_text();
+      if (fd >= 0) ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  if (address.rfind("tcp:", 0) != 0) {
+    *why = "not a unix: or tcp: address";
+    return -1;
+  }
+  const auto [host, port] = split_host_port(address.substr(4));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); error != 0) {
+    *why = "cannot resolve " + host + ": " + ::gai_strerror(error);
+    return -1;
+  }
+  int fd = -1;
+  *why = "no address of " + host;
+  for (addrinfo* entry = found; entry != nullptr && fd < 0; entry = entry->ai_next) {
+    fd = ::socket(entry->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) continue;
+    int error = 0;
+    socklen_t size = sizeof error;
+    pollfd writable{fd, POLLOUT, 0};
+    const bool connected = ::connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 ||
+                           (errno == EINPROGRESS && ::poll(&writable, 1, timeout_ms) == 1 &&
+                            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 && error == 0);
+    if (!connected) {
+      *why = "cannot connect: " + std::string(std::strerror(error != 0 ? error : errno != 0 ? errno : ETIMEDOUT));
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd >= 0) {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    tune_tcp(fd);
+    why->clear();
+  }
+  return fd;
+}
+
+// A TCP socket listening on a free port of `host`; -1 with `why` set.
+int listen_tcp(const std::string& host, int* port, std::string* why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(host.c_str(), "0", &hints, &found); error != 0) {
+    *why = "cannot resolve " + host + ": " + ::gai_strerror(error);
+    return -1;
+  }
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage bound{};
+  socklen_t size = sizeof bound;
+  const bool listening = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 && ::listen(fd, 128) == 0 &&
+                         ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &size) == 0;
+  ::freeaddrinfo(found);
+  if (!listening) {
+    *why = errno_text();
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  *port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return fd;
 }
 
 // Reads exactly `size` bytes; false on end of stream or error.
@@ -139,17 +242,26 @@ struct Server::Connection {
   std::mutex write_mutex;  // one reply at a time
 };
 
-Server::Server(std::string token, Handler handler) : token_(std::move(token)), handler_(std::move(handler)) {
+Server::Server(std::string token, Handler handler, const std::string& tcp_host)
+    : token_(std::move(token)), handler_(std::move(handler)) {
+  DISTGRAD_CHECK(::pipe2(wake_fds_, O_CLOEXEC) == 0, "rpc: cannot create a pipe: ", errno_text());
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  DISTGRAD_CHECK(listen_fd_ >= 0, "rpc: cannot create a local socket: ", errno_text());
   std::random_device entropy;
   name_ = "distgrad-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
   socklen_t length = 0;
   const sockaddr_un address = abstract_address(name_, &length);
-  if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0 || ::listen(listen_fd_, 128) != 0) {
-    const std::string why = errno_text();
-    ::close(listen_fd_);
-    DISTGRAD_FAIL("rpc: cannot listen on the local socket @", name_, ": ", why);
+  std::string failure;
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+      ::listen(listen_fd_, 128) != 0) {
+    failure = "cannot listen on the Unix socket @" + name_ + ": " + errno_text();
+  } else if (!tcp_host.empty() && (tcp_listen_fd_ = listen_tcp(tcp_host, &tcp_port_, &failure)) < 0) {
+    failure = "cannot listen on TCP at " + tcp_host + ": " + failure;
+  }
+  if (!failure.empty()) {
+    for (int fd : {listen_fd_, wake_fds_[0], wake_fds_[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+    DISTGRAD_FAIL("rpc: ", failure);
   }
   acceptor_ = std::thread([this] { accept_connections(); });
 }
@@ -162,7 +274,8 @@ void Server::stop() {
     std::lock_guard<std::mutex> lock(connections_mutex_);
     if (stopping_) return;
     stopping_ = true;
-    ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+    const char wake = 1;
+    (void)!::write(wake_fds_[1], &wake, 1);  // wakes the acceptor's poll
     for (const std::shared_ptr<Connection>& connection : connections_) ::shutdown(connection->fd, SHUT_RDWR);
   }
   acceptor_.join();
@@ -172,23 +285,34 @@ void Server::stop() {
     connections_.clear();
   }
   for (std::thread& reader : readers) reader.join();
-  ::close(listen_fd_);
+  for (int fd : {listen_fd_, tcp_listen_fd_, wake_fds_[0], wake_fds_[1]}) {
+    if (fd >= 0) ::close(fd);
+  }
 }
 
 void Server::accept_connections() {
+  pollfd ready[3] = {{wake_fds_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}, {tcp_listen_fd_, POLLIN, 0}};
   for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0 && errno == EINTR) continue;
+    for (pollfd& entry : ready) entry.revents = 0;
+    if (::poll(ready, tcp_listen_fd_ >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) return;
+    if (ready[0].revents != 0) return;  // stop()
+    const bool unix_ready = ready[1].revents != 0;
+    const bool tcp_ready = tcp_listen_fd_ >= 0 && ready[2].revents != 0;
+    if (!unix_ready && !tcp_ready) continue;  // interrupted
+    const bool from_tcp = !unix_ready;
+    const int fd = ::accept4(from_tcp ? tcp_listen_fd_ : listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;  // interrupted, or a connection that failed before it was accepted
     std::lock_guard<std::mutex> lock(connections_mutex_);
     if (stopping_) {
-      if (fd >= 0) ::close(fd);
+      ::close(fd);
       return;
     }
-    if (fd < 0) continue;  // a connection that failed before it was accepted
     ucred peer{};
     socklen_t size = sizeof peer;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::getuid()) {
-      ::close(fd);  // only this user's processes
+    if (from_tcp) {
+      tune_tcp(fd);
+    } else if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::getuid()) {
+      ::close(fd);  // only this user's processes on the Unix socket
       continue;
     }
     auto connection = std::make_shared<Connection>(fd);
@@ -245,28 +369,24 @@ void Server::serve(std::shared_ptr<Connection> connection) {
 
 // ---------------------------------------------------------------------------------------------
 
-Client::Client(const std::string& name, const std::string& token, std::chrono::milliseconds timeout) {
-  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  DISTGRAD_CHECK(fd_ >= 0, "rpc: cannot create a local socket: ", errno_text());
-  socklen_t length = 0;
-  const sockaddr_un address = abstract_address(name, &length);
+Client::Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout) {
   std::string failure;
+  fd_ = connect_to(address, static_cast<int>(timeout.count()), &failure);
   MessageHeader answer;
   std::vector<grpc::Slice> message;
   pollfd ready{fd_, POLLIN, 0};
-  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
-    failure = "cannot connect: " + errno_text();
-  } else if (!send_bytes(fd_, {0, kHello, 0, 0}, token)) {
+  if (fd_ >= 0 && !send_bytes(fd_, {0, kHello, 0, 0}, token)) {
     failure = "cannot send the token: " + errno_text();
-  } else if (::poll(&ready, 1, static_cast<int>(timeout.count())) != 1 || !read_exactly(fd_, &answer, sizeof answer) ||
-             answer.kind != kHello || answer.bytes > 4096 || !read_body(fd_, answer.bytes, &message)) {
+  } else if (fd_ >= 0 &&
+             (::poll(&ready, 1, static_cast<int>(timeout.count())) != 1 || !read_exactly(fd_, &answer, sizeof answer) ||
+              answer.kind != kHello || answer.bytes > 4096 || !read_body(fd_, answer.bytes, &message))) {
     failure = "no answer to the token";
-  } else if (answer.status != static_cast<uint32_t>(grpc::StatusCode::OK)) {
+  } else if (fd_ >= 0 && answer.status != static_cast<uint32_t>(grpc::StatusCode::OK)) {
     failure = to_string(message);
   }
   if (!failure.empty()) {
-    ::close(fd_);
-    DISTGRAD_FAIL("rpc: the local socket @", name, ": ", failure);
+    if (fd_ >= 0) ::close(fd_);
+    DISTGRAD_FAIL("rpc: the call socket ", address, ": ", failure);
   }
   reader_ = std::thread([this] { read_replies(); });
 }
@@ -395,4 +515,4 @@ void Client::read_replies() {
   }
 }
 
-}  // namespace distgrad::rpc::local
+}  // namespace distgrad::rpc::call_socket
