@@ -336,7 +336,7 @@ void Server::serve(std::shared_ptr<Connection> connection) {
     std::lock_guard<std::mutex> lock(connection->write_mutex);
     MessageHeader answer{hello.id, kHello,
                          static_cast<uint32_t>(accepted ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED), 0};
-    if (!send_bytes(connection->fd, answer, accepted ? "" : "the local socket refused the job token") || !accepted) {
+    if (!send_bytes(connection->fd, answer, accepted ? "" : "the call socket refused the job token") || !accepted) {
       ::shutdown(connection->fd, SHUT_RDWR);
       return;
     }
@@ -432,7 +432,7 @@ uint64_t Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds
     std::lock_guard<std::mutex> lock(write_mutex_);
     sent = send_message(fd_, {id, kRequest, 0, byte_count(slices)}, slices);
   }
-  if (!sent) close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the local socket closed: " + errno_text()));
+  if (!sent) close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call socket closed: " + errno_text()));
   return id;
 }
 
@@ -495,7 +495,7 @@ void Client::read_replies() {
     std::vector<grpc::Slice> body;
     if (polled < 0 || !read_exactly(fd_, &header, sizeof header) || header.kind != kReply ||
         !read_body(fd_, header.bytes, &body)) {
-      grpc::Status why(grpc::StatusCode::UNAVAILABLE, "the local socket to the worker closed");
+      grpc::Status why(grpc::StatusCode::UNAVAILABLE, "the call socket to the worker closed");
       {
         std::lock_guard<std::mutex> lock(pending_mutex_);
         if (!open_ && !closed_because_.ok()) why = closed_because_;
