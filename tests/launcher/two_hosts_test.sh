@@ -7,16 +7,9 @@
 #   two_hosts_test.sh DISTGRAD_RUN LAUNCH_WORKER
 set -euo pipefail
 run=$1 worker=$2
-hosts="$(cd "$(dirname "$0")/../.." && pwd)/scripts/netns_hosts.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: creating network namespaces needs root"; exit 77; }
-command -v ip >/dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
 export SIM_PREFIX=dgrun- SIM_SUBNET=10.231.8
-out=$(mktemp -d)
-trap '"$hosts" down >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
-"$hosts" up 2 >/dev/null 2>&1 || { echo "SKIP: cannot create network namespaces here"; exit 77; }
-"$hosts" exec node1 true >/dev/null 2>&1 || { echo "SKIP: cannot enter the namespaces (nsenter/unshare refused)"; exit 77; }
-
-token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# shellcheck source=../two_netns_hosts.sh
+source "$(dirname "$0")/../two_netns_hosts.sh"
 # Runs the same distgrad-run command on both hosts (extra flags, then the worker's mode); prints
 # both logs; fails unless both launchers exit 0 and rank 0 reached all 4 workers.
 run_job() {

@@ -8,16 +8,9 @@
 #   shm_hosts_test.sh DISTGRAD_RUN SHM_TEST_WORKER
 set -euo pipefail
 run=$1 worker=$2
-hosts="$(cd "$(dirname "$0")/../.." && pwd)/scripts/netns_hosts.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: creating network namespaces needs root"; exit 77; }
-command -v ip >/dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
 export SIM_PREFIX=dgshm- SIM_SUBNET=10.231.9
-out=$(mktemp -d)
-trap '"$hosts" down >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
-"$hosts" up 2 >/dev/null 2>&1 || { echo "SKIP: cannot create network namespaces here"; exit 77; }
-"$hosts" exec node1 true >/dev/null 2>&1 || { echo "SKIP: cannot enter the namespaces (nsenter/unshare refused)"; exit 77; }
-
-token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# shellcheck source=../two_netns_hosts.sh
+source "$(dirname "$0")/../two_netns_hosts.sh"
 status=0
 for node in 0 1; do
   timeout 90 "$hosts" exec "node$((node + 1))" env DISTGRAD_TOKEN="$token" "$run" --nnodes 2 --node-rank "$node" \
