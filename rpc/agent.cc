@@ -170,6 +170,7 @@ struct Agent::Impl {
   std::unique_ptr<WorkerService> service;
   std::unique_ptr<grpc::Server> server;
   std::vector<std::string> peer_addresses;
+  const std::string host_identity = shm::host_identity();  // read once: it reads /proc
   // Same-host shared memory (Note [Shared-memory path] in rpc/shared_memory.h); null when off.
   std::unique_ptr<shm::Links> shared_memory;
   std::atomic<uint64_t> network_tensors{0}, network_bytes{0};
@@ -334,7 +335,7 @@ void Agent::Impl::start_server() {
         credentials.tls ? "" : bind_host);
   }
   // The entry (Note [Rendezvous entry]).
-  std::string entry = host + ":" + std::to_string(port) + "\n" + (options.same_host ? shm::host_identity() : "-");
+  std::string entry = host + ":" + std::to_string(port) + "\n" + (options.same_host ? host_identity : "-");
   if (shared_memory) entry += "\nshm " + shared_memory->card();
   if (socket_server) entry += "\nsocket " + socket_server->name();
   if (socket_server && socket_server->tcp_port() > 0) entry += "\ntcp " + std::to_string(socket_server->tcp_port());
@@ -357,7 +358,7 @@ void Agent::Impl::add_peer_entry(int rank, const std::string& entry) {
   peer_addresses.push_back(lines[0]);
   socket_addresses.emplace_back();
   socket_takes_any_frame.push_back(false);
-  const bool same_host = options.same_host && lines.size() >= 2 && lines[1] == shm::host_identity();
+  const bool same_host = options.same_host && lines.size() >= 2 && lines[1] == host_identity;
   for (size_t i = 2; i < lines.size(); ++i) {
     const std::string& line = lines[i];
     if (same_host && line.rfind("shm ", 0) == 0 && shared_memory) shared_memory->add_peer(rank, line.substr(4));

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -166,8 +167,11 @@ bool read_exactly(int fd, void* out, size_t size) {
   return true;
 }
 
-// Sends the header and the slices as one message; false when the connection is gone.
-bool send_message(int fd, const MessageHeader& header, const std::vector<grpc::Slice>& slices) {
+// Sends the header (its byte count set to the slices') and the slices as one message; false when
+// the connection is gone.
+bool send_message(int fd, MessageHeader header, const std::vector<grpc::Slice>& slices) {
+  header.bytes = 0;
+  for (const grpc::Slice& slice : slices) header.bytes += slice.size();
   std::vector<iovec> parts;
   parts.reserve(1 + slices.size());
   parts.push_back({const_cast<MessageHeader*>(&header), sizeof header});
@@ -194,8 +198,7 @@ bool send_message(int fd, const MessageHeader& header, const std::vector<grpc::S
   return true;
 }
 
-bool send_bytes(int fd, MessageHeader header, const std::string& bytes) {
-  header.bytes = bytes.size();
+bool send_bytes(int fd, const MessageHeader& header, const std::string& bytes) {
   return send_message(fd, header, {grpc::Slice(bytes)});
 }
 
@@ -219,16 +222,17 @@ std::string to_string(const std::vector<grpc::Slice>& slices) {
 
 grpc::ByteBuffer to_buffer(std::vector<grpc::Slice>& slices) { return grpc::ByteBuffer(slices.data(), slices.size()); }
 
+// Waits up to `timeout_ms` for a hello message and reads it; false when none came or it is not one.
+bool read_hello(int fd, int timeout_ms, MessageHeader* hello, std::vector<grpc::Slice>* body) {
+  pollfd ready{fd, POLLIN, 0};
+  return ::poll(&ready, 1, timeout_ms) == 1 && read_exactly(fd, hello, sizeof *hello) && hello->kind == kHello &&
+         hello->bytes <= 4096 && read_body(fd, hello->bytes, body);
+}
+
 std::vector<grpc::Slice> slices_of(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   if (buffer.Valid()) (void)buffer.Dump(&slices);
   return slices;
-}
-
-uint64_t byte_count(const std::vector<grpc::Slice>& slices) {
-  uint64_t total = 0;
-  for (const grpc::Slice& slice : slices) total += slice.size();
-  return total;
 }
 
 }  // namespace
@@ -323,11 +327,9 @@ void Server::accept_connections() {
 
 void Server::serve(std::shared_ptr<Connection> connection) {
   // The first message must be the token.
-  pollfd ready{connection->fd, POLLIN, 0};
   MessageHeader hello;
   std::vector<grpc::Slice> token;
-  if (::poll(&ready, 1, kHelloTimeoutMs) != 1 || !read_exactly(connection->fd, &hello, sizeof hello) ||
-      hello.kind != kHello || hello.bytes > 4096 || !read_body(connection->fd, hello.bytes, &token)) {
+  if (!read_hello(connection->fd, kHelloTimeoutMs, &hello, &token)) {
     ::shutdown(connection->fd, SHUT_RDWR);
     return;
   }
@@ -357,9 +359,7 @@ void Server::serve(std::shared_ptr<Connection> connection) {
       MessageHeader answer{id, kReply, static_cast<uint32_t>(status.error_code()), 0};
       std::lock_guard<std::mutex> lock(connection->write_mutex);
       if (status.ok()) {
-        const std::vector<grpc::Slice> slices = slices_of(reply);
-        answer.bytes = byte_count(slices);
-        send_message(connection->fd, answer, slices);
+        send_message(connection->fd, answer, slices_of(reply));
       } else {
         send_bytes(connection->fd, answer, status.error_message());
       }
@@ -374,12 +374,9 @@ Client::Client(const std::string& address, const std::string& token, std::chrono
   fd_ = connect_to(address, static_cast<int>(timeout.count()), &failure);
   MessageHeader answer;
   std::vector<grpc::Slice> message;
-  pollfd ready{fd_, POLLIN, 0};
   if (fd_ >= 0 && !send_bytes(fd_, {0, kHello, 0, 0}, token)) {
     failure = "cannot send the token: " + errno_text();
-  } else if (fd_ >= 0 &&
-             (::poll(&ready, 1, static_cast<int>(timeout.count())) != 1 || !read_exactly(fd_, &answer, sizeof answer) ||
-              answer.kind != kHello || answer.bytes > 4096 || !read_body(fd_, answer.bytes, &message))) {
+  } else if (fd_ >= 0 && !read_hello(fd_, static_cast<int>(timeout.count()), &answer, &message)) {
     failure = "no answer to the token";
   } else if (fd_ >= 0 && answer.status != static_cast<uint32_t>(grpc::StatusCode::OK)) {
     failure = to_string(message);
@@ -412,32 +409,27 @@ void Client::close(const grpc::Status& why) {
   ::shutdown(fd_, SHUT_RDWR);  // the reader sees the end of the stream and fails what is left
 }
 
-uint64_t Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) {
+void Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) {
   uint64_t id = 0;
+  std::optional<grpc::Status> closed;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     if (!open_) {
-      const grpc::Status why = closed_because_;
-      done(why, {});
-      return 0;
+      closed = closed_because_;
+    } else {
+      id = next_id_++;
+      const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+      pending_.emplace(id, Pending{std::move(done), deadline});
+      if (timeout.count() > 0) deadlines_.emplace(deadline, id);
     }
-    id = next_id_++;
-    const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
-    pending_.emplace(id, Pending{std::move(done), deadline});
-    if (timeout.count() > 0) deadlines_.emplace(deadline, id);
   }
-  const std::vector<grpc::Slice> slices = slices_of(request);
+  if (closed) return done(*closed, {});  // outside the lock: `done` may run user continuations
   bool sent = false;
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    sent = send_message(fd_, {id, kRequest, 0, byte_count(slices)}, slices);
+    sent = send_message(fd_, {id, kRequest, 0, 0}, slices_of(request));
   }
   if (!sent) close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call socket closed: " + errno_text()));
-  return id;
-}
-
-void Client::cancel(uint64_t id) {
-  complete(id, grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"), {});
 }
 
 void Client::complete(uint64_t id, const grpc::Status& status, grpc::ByteBuffer reply) {
@@ -445,7 +437,7 @@ void Client::complete(uint64_t id, const grpc::Status& status, grpc::ByteBuffer 
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     auto call = pending_.find(id);
-    if (call == pending_.end()) return;  // timed out or cancelled before
+    if (call == pending_.end()) return;  // timed out before
     done = std::move(call->second.done);
     deadlines_.erase({call->second.deadline, id});
     pending_.erase(call);

@@ -89,10 +89,8 @@ class Client {
 
   // Sends a request; `done` runs once, on the reader thread (inline when the connection is
   // closed), with the reply or the status: DEADLINE_EXCEEDED after `timeout` (0: none),
-  // UNAVAILABLE when the connection closes first. Returns the call's id.
-  uint64_t call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done);
-  // Completes the call with CANCELLED if it is still in flight.
-  void cancel(uint64_t id);
+  // UNAVAILABLE when the connection closes first.
+  void call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done);
   // False once the connection closed (the server went away, or close()).
   bool is_open() const;
   // Closes the connection; calls in flight complete with `why`. Idempotent.

@@ -96,6 +96,10 @@ DType dtype_from_wire(int32_t dtype) {
   return static_cast<DType>(dtype);
 }
 
+shm::SegmentRef segment_ref(const wire::SharedSegment& segment) {
+  return {segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()};
+}
+
 // Reads one tensor's bytes as `meta` describes them and puts it on its target device.
 Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t index, const SharedTensorReader& shared) {
   const DType dtype = dtype_from_wire(meta.dtype());
@@ -123,8 +127,7 @@ Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t ind
       throw CodecError("tensor " + std::to_string(index) +
                        " is in a shared-memory segment, which this process does not take from this sender");
     }
-    const wire::SharedSegment& segment = meta.shared();
-    tensor = shared({segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()}, sizes, dtype);
+    tensor = shared(segment_ref(meta.shared()), sizes, dtype);
   } else if (meta.nbytes() > reader.remaining()) {
     throw CodecError("truncated message: tensor " + std::to_string(index) + " needs " + std::to_string(meta.nbytes()) +
                      " bytes, " + std::to_string(reader.remaining()) + " left");
@@ -213,9 +216,8 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const
     // tensor and drop it, which releases it.
     for (++i; shared && i < header.tensors_size(); ++i) {
       if (!header.tensors(i).has_shared()) continue;
-      const wire::SharedSegment& segment = header.tensors(i).shared();
       try {
-        shared({segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()}, {0}, DType::kBool);
+        shared(segment_ref(header.tensors(i).shared()), {0}, DType::kBool);
       } catch (const CodecError&) {  // a segment that cannot be opened holds nothing to release
       }
     }

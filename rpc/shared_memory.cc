@@ -249,41 +249,35 @@ void Links::add_peer(int rank, const std::string& card) {
   peers_[rank] = std::make_unique<Peer>(pid, SegmentRef{fd, inode, 0, 0}, pool_bytes_);
 }
 
-Links::Peer& Links::peer(int rank) const {
-  if (rank < 0 || static_cast<size_t>(rank) >= peers_.size() || !peers_[rank]) {
-    throw CodecError("worker " + std::to_string(rank) + " is not on this host (or has shared memory off)");
-  }
-  return *peers_[rank];
+Links::Peer* Links::find(int rank) const {
+  return rank >= 0 && static_cast<size_t>(rank) < peers_.size() ? peers_[rank].get() : nullptr;
 }
 
 bool Links::reads_from(int rank) {
-  if (rank < 0 || static_cast<size_t>(rank) >= peers_.size() || !peers_[rank]) return false;
-  Peer& peer = *peers_[rank];
-  int readable = peer.readable.load(std::memory_order_acquire);
+  Peer* peer = find(rank);
+  if (peer == nullptr) return false;
+  int readable = peer->readable.load(std::memory_order_acquire);
   if (readable == Peer::kUnknown) {
-    readable = peer.segments.can_open(peer.probe.fd, peer.probe.inode) ? Peer::kYes : Peer::kNo;
-    peer.readable.store(readable, std::memory_order_release);
+    readable = peer->segments.can_open(peer->probe.fd, peer->probe.inode) ? Peer::kYes : Peer::kNo;
+    peer->readable.store(readable, std::memory_order_release);
   }
   return readable == Peer::kYes;
 }
 
 bool Links::read_by(int rank) const {
-  return rank >= 0 && static_cast<size_t>(rank) < peers_.size() && peers_[rank] &&
-         peers_[rank]->read_by.load(std::memory_order_acquire);
+  const Peer* peer = find(rank);
+  return peer != nullptr && peer->read_by.load(std::memory_order_acquire);
 }
 
 void Links::set_read_by(int rank, bool reads) {
-  if (rank >= 0 && static_cast<size_t>(rank) < peers_.size() && peers_[rank]) {
-    peers_[rank]->read_by.store(reads, std::memory_order_release);
-  }
+  if (Peer* peer = find(rank)) peer->read_by.store(reads, std::memory_order_release);
 }
 
 std::optional<SegmentRef> Links::put(int rank, const Tensor& tensor) {
   const size_t nbytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  if (nbytes < threshold_ || rank < 0 || static_cast<size_t>(rank) >= peers_.size() || !peers_[rank]) {
-    return std::nullopt;
-  }
-  std::optional<SegmentRef> ref = peers_[rank]->pool.put(tensor);
+  Peer* peer = find(rank);
+  if (nbytes < threshold_ || peer == nullptr) return std::nullopt;
+  std::optional<SegmentRef> ref = peer->pool.put(tensor);
   if (ref) {
     counters_.shared_tensors.fetch_add(1, std::memory_order_relaxed);
     counters_.shared_bytes.fetch_add(nbytes, std::memory_order_relaxed);
@@ -292,7 +286,11 @@ std::optional<SegmentRef> Links::put(int rank, const Tensor& tensor) {
 }
 
 Tensor Links::view(int rank, const SegmentRef& ref, const Shape& sizes, DType dtype) {
-  return peer(rank).segments.view(ref, sizes, dtype);
+  Peer* peer = find(rank);
+  if (peer == nullptr) {
+    throw CodecError("worker " + std::to_string(rank) + " is not on this host (or has shared memory off)");
+  }
+  return peer->segments.view(ref, sizes, dtype);
 }
 
 std::pair<size_t, size_t> Links::pool_size() const {

@@ -173,7 +173,8 @@ class Links {
 
  private:
   struct Peer;
-  Peer& peer(int rank) const;
+  // Peer `rank`, or null when it was never added (not on this host).
+  Peer* find(int rank) const;
 
   const size_t threshold_, pool_bytes_;
   const Probe probe_;

@@ -463,18 +463,10 @@ grpc::Status raw_call(grpc::GenericStub& stub, const std::string& bytes, const s
   return done.get_future().get();
 }
 
-// The key under which the agent publishes `rank`'s address in the Store (rpc/agent.cc).
-std::string address_key(int rank) {
-  const char* run_id = std::getenv("DISTGRAD_RUN_ID");
-  const char* restart = std::getenv("DISTGRAD_RESTART_COUNT");
-  return str("rpc/", run_id != nullptr && *run_id != '\0' ? run_id : "none", "/",
-             restart != nullptr && *restart != '\0' ? restart : "0", "/address/", rank);
-}
-
 // A stub for the Worker service of `rank`, at the address it published (the entry's first line;
 // a second one holds its shared-memory card).
 std::unique_ptr<grpc::GenericStub> raw_stub(int rank) {
-  const std::string entry = agent().store().get(address_key(rank));
+  const std::string entry = agent().store().get(testing::rendezvous_entry_key(rank));
   const std::string address = entry.substr(0, entry.find('\n'));
   say("worker", rank, " serves at ", address);
   return std::make_unique<grpc::GenericStub>(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -1020,8 +1012,9 @@ int security_token() {
         // The Store refuses a wrong token too.
         const WorldInfo& world = world_info();
         StoreClient intruder(world.master_addr + ":" + std::to_string(world.master_port), wrong, 5s);
-        require_contains(expect_error("the store with a wrong token", [&] { intruder.get(address_key(1)); }),
-                         "refused the job token", "the store");
+        require_contains(
+            expect_error("the store with a wrong token", [&] { intruder.get(testing::rendezvous_entry_key(1)); }),
+            "refused the job token", "the store");
         require(rpc_sync(1, &add_ints, 1, 2) == 3, "calls through the agent carry the token");
       }),
       test_options());

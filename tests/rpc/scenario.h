@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <map>
@@ -68,6 +69,15 @@ std::string expect_error(const std::string& what, F&& call) {
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The Store key under which the agent publishes `rank`'s rendezvous entry (Note [Rendezvous entry]
+// in rpc/agent.cc).
+inline std::string rendezvous_entry_key(int rank) {
+  const char* run_id = std::getenv("DISTGRAD_RUN_ID");
+  const char* restart = std::getenv("DISTGRAD_RESTART_COUNT");
+  return str("rpc/", run_id != nullptr && *run_id != '\0' ? run_id : "none", "/",
+             restart != nullptr && *restart != '\0' ? restart : "0", "/address/", rank);
 }
 
 inline int scenario_main(int argc, char** argv, const std::map<std::string, std::function<int()>>& scenarios) {
