@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/rpc/multiprocess.h"
@@ -64,6 +65,21 @@ TEST(CallSocket, RefusesAWrongTokenAndGarbageAndKeepsServing) {
   const std::vector<ProcessResult> results = run_world(kWorker, {"local_socket_security"}, 2, options);
   for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << describe(results);
   EXPECT_THAT(results[0].output, HasSubstr("refused the job token")) << results[0];
+}
+
+TEST(FastPathSettings, BadValuesAreRefusedNamingTheVariable) {
+  const std::vector<std::pair<Environment, std::string>> cases = {
+      {{{"DISTGRAD_SHM", "yes"}}, "init_rpc: DISTGRAD_SHM=yes is not 0 or 1"},
+      {{{"DISTGRAD_SOCKET_CALLS", "2"}}, "init_rpc: DISTGRAD_SOCKET_CALLS=2 is not 0 or 1"},
+      {{{"DISTGRAD_SHM_THRESHOLD", "64k"}}, "init_rpc: DISTGRAD_SHM_THRESHOLD=64k is not a number of bytes"},
+  };
+  for (const auto& [env, message] : cases) {
+    WorldOptions options;
+    options.env = env;
+    const std::vector<ProcessResult> results = run_world(kWorker, {"bad_settings"}, 1, options);
+    EXPECT_TRUE(results[0].succeeded()) << results[0];
+    EXPECT_THAT(results[0].output, HasSubstr(message)) << results[0];
+  }
 }
 
 }  // namespace

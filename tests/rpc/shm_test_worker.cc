@@ -263,13 +263,9 @@ int hosts() {
 // The name of `rank`'s Unix socket, from its rendezvous entry (Note [Rendezvous entry] in
 // rpc/agent.cc).
 std::string unix_socket_name(int rank) {
-  const char* run_id = std::getenv("DISTGRAD_RUN_ID");
-  const char* restart = std::getenv("DISTGRAD_RESTART_COUNT");
-  const std::string entry =
-      agent().store().get(testing::str("rpc/", run_id != nullptr && *run_id != '\0' ? run_id : "none", "/",
-                                       restart != nullptr && *restart != '\0' ? restart : "0", "/address/", rank));
+  const std::string entry = agent().store().get(testing::rendezvous_entry_key(rank));
   const size_t line = entry.find("\nsocket ");
-  require(line != std::string::npos, "worker", rank, "'s entry names no local socket: ", entry);
+  require(line != std::string::npos, "worker", rank, "'s entry names no Unix socket: ", entry);
   return entry.substr(line + 8, entry.find('\n', line + 1) - line - 8);
 }
 
@@ -324,12 +320,19 @@ int local_socket_security() {
       }));
 }
 
+// init_rpc with the fast paths' variables set wrong (by the test) must refuse, naming the variable.
+int bad_settings() {
+  testing::expect_error("init_rpc", [] { init_rpc(); });  // prints the message
+  return 0;
+}
+
 const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
       {"echo", echo},
       {"peer_killed", peer_killed},
       {"hosts", hosts},
       {"local_socket_security", local_socket_security},
+      {"bad_settings", bad_settings},
   };
   return *table;
 }
