@@ -3,8 +3,9 @@
 //   --mode allreduce: all_reduce (sum; with --nocheck_calls, without the ranks' agreement check)
 //     of float32 tensors of each --sizes byte count (default
 //     1 KB .. 64 MB), timed one call at a time after a barrier (sizes >= 16 MB run
-//     max(5, iters / 4) iterations); rank 0 prints {"bench": "allreduce", "impl":
-//     "distgrad-gloo", "world", "bytes", "median_ms", "busbw_gbps", "iters"}, the bus bandwidth
+//     max(5, iters / 4) iterations); rank 0 prints {"bench": "allreduce", "impl": "distgrad-shm"
+//     or "distgrad-gloo" (the group's CPU backend), "world", "bytes", "median_ms", "busbw_gbps",
+//     "iters"}, the bus bandwidth
 //     as NCCL-tests define it: bytes * 2 (W - 1) / W / median time, in GB/s (1e9 bytes).
 //   --mode ddp_step: the MLP 784-256-256-10 or the small CNN of the Fashion-MNIST example in
 //     DistributedDataParallel (bucket_cap_mb 25), SGD lr 0.01, a random batch of --batch per rank;
@@ -92,10 +93,10 @@ int run_allreduce(dg::ddp::ProcessGroup& pg, int warmup, int iters) {
     const double median = quantile(samples, 0.5);
     if (pg.rank() == 0) {
       std::printf(
-          "{\"bench\": \"allreduce\", \"impl\": \"distgrad-gloo\", \"check_calls\": %s, \"world\": %d, \"bytes\": "
-          "%lld, \"median_ms\": "
-          "%.4f, \"busbw_gbps\": %.4f, \"iters\": %d}\n",
-          absl::GetFlag(FLAGS_check_calls) ? "true" : "false", world, static_cast<long long>(bytes), median * 1e3,
+          "{\"bench\": \"allreduce\", \"impl\": \"distgrad-%s\", \"check_calls\": %s, \"world\": %d, "
+          "\"bytes\": %lld, \"median_ms\": %.4f, \"busbw_gbps\": %.4f, \"iters\": %d}\n",
+          pg.backend_name().c_str(), absl::GetFlag(FLAGS_check_calls) ? "true" : "false", world,
+          static_cast<long long>(bytes), median * 1e3,
           static_cast<double>(bytes) * 2 * (world - 1) / world / median / 1e9, n);
       std::fflush(stdout);
     }

@@ -5,9 +5,12 @@
       [--models mlp,cnn] [--peer-python ~/.venvs/distgrad-peer/bin/python]
 
 Each round runs, alternately (the order flips from round to round), BUILD/bench/ddp_bench and
-bench/peer/ddp_torch.py on the same workload: all_reduce of 1 KB .. 64 MB float32 at each (ours with
-and without the ranks' agreement check, ProcessGroupOptions::check_calls)
---allreduce-worlds size, and the DDP training step of each model at each --step-worlds size.
+bench/peer/ddp_torch.py on the same workload: all_reduce of 1 KB .. 64 MB float32 at each
+--allreduce-worlds size, and the DDP training step of each model at each --step-worlds size. Ours
+runs as "distgrad" (defaults: shared memory between the ranks of one host) and as "distgrad-gloo"
+(DISTGRAD_SHM=0: Gloo over TCP, as between hosts); for all_reduce also "distgrad-gloo-unchecked"
+(without the ranks' agreement check, ProcessGroupOptions::check_calls, which costs a round trip on
+Gloo and nothing on shared memory).
 Worlds start as bench/run_rpc_bench.py starts them (its run_world: launcher environment, free
 port, OMP_NUM_THREADS=1, killed on timeout). A figure is the median over rounds of each round's
 median. Prints one JSON object per workload with both medians and the ratio ours / PyTorch's
@@ -26,15 +29,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def commands(args, mode, extra):
+    """(label, command, extra environment) of every contender."""
     ours = [os.path.join(args.build, "bench", "ddp_bench"), f"--mode={mode}"] + [f"--{k}={v}" for k, v in extra]
     peer = [args.peer_python, os.path.join(HERE, "peer", "ddp_torch.py"), "--mode", mode]
     for key, value in extra:
         peer += [f"--{key}", str(value)]
-    contenders = [("distgrad", ours)]
+    gloo = {"DISTGRAD_SHM": "0"}
+    contenders = [("distgrad", ours, {}), ("distgrad-gloo", ours, gloo)]
     if mode == "allreduce":  # also without the check that the ranks agree (ProcessGroupOptions::check_calls)
-        contenders.append(("distgrad-unchecked", ours + ["--nocheck_calls"]))
+        contenders.append(("distgrad-gloo-unchecked", ours + ["--nocheck_calls"], gloo))
     if args.peer_python:
-        contenders.append(("pytorch", peer))
+        contenders.append(("pytorch", peer, {}))
     return contenders
 
 
@@ -70,8 +75,8 @@ def main():
             contenders = commands(args, mode, extra)
             if round_index % 2:
                 contenders.reverse()
-            for label, command in contenders:
-                rows, error, _ = run_world(command, world, args.timeout)
+            for label, command, env in contenders:
+                rows, error, _ = run_world(command, world, args.timeout, env)
                 if error:
                     errors.append(f"{name} {label} round {round_index}: {error}")
                     continue

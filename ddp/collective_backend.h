@@ -1,5 +1,5 @@
-// CollectiveBackend: what a ProcessGroup asks of a collective library (Gloo for CPU tensors,
-// NCCL for CUDA tensors). Internal to ddp/.
+// CollectiveBackend: what a ProcessGroup asks of a collective library (shared memory or Gloo for
+// CPU tensors, NCCL for CUDA tensors). Internal to ddp/.
 //
 // The ProcessGroup checks every argument before it calls a backend (contiguous tensors of a
 // supported dtype on the backend's device, one output per rank of the right size), so a
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ddp/collective_thread.h"
 #include "ddp/process_group.h"
 #include "ddp/work.h"
 
@@ -34,13 +35,18 @@ struct GroupSetup {
   std::chrono::milliseconds timeout{0};
   rpc::JobStore* store = nullptr;  // outlives the backend (the group holds it)
   std::string key_prefix;          // Store keys for this backend's rendezvous start with it
+  bool shared_memory = true;       // whether this rank offers shared memory to the others
 };
 
 // What every rank must pass alike to one collective: its kind, the dtype, the op or root, and a
-// hash of the element counts (Note [Checking that the ranks agree] in ddp/process_group.cc).
+// hash of the element counts. Gloo crashes the process when ranks pass different sizes, so a
+// backend compares the ranks' signatures before it sends anything (Note [Checking that the ranks
+// agree] in ddp/gloo_backend.cc; for free in ddp/shared_memory_backend.cc).
 using CallSignature = std::array<int64_t, 4>;
 // A signature to check before the collective, or nullopt to skip the check.
 using Verify = std::optional<CallSignature>;
+// The error when the ranks' signatures first differ at `field` (0 to 3).
+CallMismatch signature_mismatch(size_t field);
 
 class CollectiveBackend {
  public:
@@ -57,6 +63,12 @@ class CollectiveBackend {
                               std::shared_ptr<Work> work, Verify verify) = 0;
   virtual void barrier(std::shared_ptr<Work> work) = 0;
 };
+
+// Shared memory, for CPU tensors of ranks on one host (Note [Shared-memory collectives] in
+// ddp/shared_memory_backend.cc). Every rank of the group calls it; it returns null on every rank
+// unless every rank offers shared memory, they are all on one host and each can map the others'
+// segments.
+std::unique_ptr<CollectiveBackend> make_shared_memory_backend(const GroupSetup& setup);
 
 // Gloo over TCP, for CPU tensors: connects the group's ranks (a full mesh) before returning.
 std::unique_ptr<CollectiveBackend> make_gloo_backend(const GroupSetup& setup);

@@ -1,14 +1,7 @@
-// The CPU backend: Gloo's collectives over its TCP transport, one context (a full mesh of TCP
-// pairs) per group, connected through the job's Store.
-//
-// Note [One Gloo thread per group]
-// Gloo's collectives block the calling thread, and a context runs one at a time correctly only
-// if every rank runs them in the same order. Each group therefore has one thread that runs its
-// collectives in the order they were called (as PyTorch's ProcessGroupGloo does with one
-// thread), and the _async calls only queue them: DDP's bucket all-reduces run while backward
-// goes on. Every Gloo call carries the group's timeout, so the thread never blocks longer than
-// that; after a failure the context is in an unknown state, and the thread fails every later
-// collective at once with the first failure's message.
+// The CPU backend between hosts: Gloo's collectives over its TCP transport, one context (a full
+// mesh of TCP pairs) per group, connected through the job's Store. Its collectives run on the
+// group's thread (Note [One thread per group] in ddp/collective_thread.h), each Gloo call
+// bounded by the group's timeout.
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -19,18 +12,13 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <array>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <functional>
-#include <mutex>
 #include <numeric>
-#include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "core/error.h"
 #include "ddp/collective_backend.h"
+#include "ddp/collective_thread.h"
 #include "rpc/job_store.h"
 #include "rpc/net_util.h"
 
@@ -110,7 +98,7 @@ std::string explain(const std::string& gloo_message) {
 
 class GlooBackend final : public CollectiveBackend {
  public:
-  explicit GlooBackend(const GroupSetup& setup) : setup_(setup) {
+  explicit GlooBackend(const GroupSetup& setup) : setup_(setup), thread_(explain) {
     const rpc::WorldInfo& world = setup.store->world();
     gloo::transport::tcp::attr attr(rpc::local_address_towards(world.master_addr, world.master_port).c_str());
     device_ = gloo::transport::tcp::CreateDevice(attr);
@@ -125,16 +113,6 @@ class GlooBackend final : public CollectiveBackend {
                     " ms: ", explain(error.what()));
     }
     context_ = std::move(context);
-    thread_ = std::thread([this] { run(); });
-  }
-
-  ~GlooBackend() override {
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      stopping_ = true;
-      queue_changed_.notify_all();
-    }
-    thread_.join();
   }
 
   const char* name() const override { return "gloo"; }
@@ -230,21 +208,12 @@ class GlooBackend final : public CollectiveBackend {
   }
 
  private:
-  struct Task {
-    std::shared_ptr<Work> work;
-    Verify verify;
-    std::function<void()> collective;
-  };
-
-  // A mismatch the ranks agree on: the collective did not run, and the group stays usable.
-  struct Mismatch : Error {
-    using Error::Error;
-  };
-
+  // Runs `collective` on the group's thread after checking `verify`.
   void enqueue(std::shared_ptr<Work> work, Verify verify, std::function<void()> collective) {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    queue_.push_back({std::move(work), verify, std::move(collective)});
-    queue_changed_.notify_all();
+    thread_.enqueue(std::move(work), [this, verify, collective = std::move(collective)] {
+      if (verify) check_signature(*verify);
+      collective();
+    });
   }
 
   // Note [Checking that the ranks agree]: one all-reduce (max) of the signature and its
@@ -258,12 +227,8 @@ class GlooBackend final : public CollectiveBackend {
       extremes[i + 4] = -signature[i];
     }
     all_reduce_in_place(extremes.data(), extremes.size(), ReduceOp::kMax);
-    static constexpr const char* kFields[] = {"collective", "dtype", "op or root", "element counts"};
     for (size_t i = 0; i < signature.size(); ++i) {
-      if (extremes[i] != -extremes[i + 4]) {
-        throw Mismatch(std::string("the ranks did not pass the same ") + kFields[i] +
-                       (i == 3 ? " (tensor sizes differ between ranks)" : "") + "; nothing was sent");
-      }
+      if (extremes[i] != -extremes[i + 4]) throw signature_mismatch(i);
     }
   }
 
@@ -280,51 +245,11 @@ class GlooBackend final : public CollectiveBackend {
     gloo::allreduce(options);
   }
 
-  // The group's thread (Note [One Gloo thread per group]).
-  void run() {
-    for (;;) {
-      Task task;
-      {
-        std::unique_lock<std::mutex> lock(queue_mutex_);
-        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-        if (stopping_) {
-          task.work->finish(std::make_exception_ptr(
-              Error(task.work->description() + " did not run: the process group was destroyed first")));
-          continue;
-        }
-      }
-      if (!first_failure_.empty()) {
-        task.work->finish(std::make_exception_ptr(
-            Error(task.work->description() +
-                  " did not run: the group is unusable after an earlier failure: " + first_failure_)));
-        continue;
-      }
-      try {
-        if (task.verify) check_signature(*task.verify);
-        task.collective();
-        task.work->finish();
-      } catch (const Mismatch& error) {
-        task.work->finish(std::make_exception_ptr(Error(task.work->description() + " failed: " + error.what())));
-      } catch (const std::exception& error) {
-        first_failure_ = task.work->description() + " failed: " + explain(error.what());
-        task.work->finish(std::make_exception_ptr(Error(first_failure_)));
-      }
-    }
-  }
-
   const GroupSetup setup_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
-  uint32_t tag_ = 0;           // only the group's thread reads and writes it
-  std::string first_failure_;  // only the group's thread reads and writes it
-  std::mutex queue_mutex_;     // guards queue_ and stopping_
-  std::condition_variable queue_changed_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(queue_mutex_);
-  bool stopping_ ABSL_GUARDED_BY(queue_mutex_) = false;
-  std::thread thread_;
+  uint32_t tag_ = 0;         // only the group's thread reads and writes it
+  CollectiveThread thread_;  // last: its thread stops first
 };
 
 }  // namespace

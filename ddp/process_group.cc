@@ -8,6 +8,7 @@
 #include "core/shape.h"
 #include "ddp/collective_backend.h"
 #include "rpc/job_store.h"
+#include "rpc/world.h"
 
 namespace distgrad::ddp {
 namespace {
@@ -52,10 +53,23 @@ int64_t counts_hash(const std::vector<Tensor>& tensors) {
   return static_cast<int64_t>(hash >> 1);
 }
 
+// Whether a 0/1 variable of the environment is set to 0.
+bool switched_off(const char* name) {
+  const std::string text = rpc::getenv_or(name, "");
+  DISTGRAD_CHECK(text.empty() || text == "0" || text == "1", "process group: ", name, "=", text, " is not 0 or 1");
+  return text == "0";
+}
+
 std::mutex default_group_mutex;
 std::shared_ptr<ProcessGroup> default_group;  // guarded by default_group_mutex
 
 }  // namespace
+
+CallMismatch signature_mismatch(size_t field) {
+  static constexpr const char* kFields[] = {"collective", "dtype", "op or root", "element counts"};
+  return CallMismatch(std::string("the ranks did not pass the same ") + kFields[field] +
+                      (field == 3 ? " (tensor sizes differ between ranks)" : "") + "; nothing was sent");
+}
 
 std::string_view to_string(ReduceOp op) {
   switch (op) {
@@ -78,12 +92,19 @@ ProcessGroup::ProcessGroup(std::string name, int rank, std::vector<int> global_r
   DISTGRAD_CHECK(options_.timeout.count() > 0, "process group '", name_, "': the timeout must be positive, found ",
                  options_.timeout.count(), " ms");
   if (options_.backend != Backend::kNccl) {
-    cpu_ = make_gloo_backend({.group_name = name_,
-                              .rank = rank_,
-                              .size = size(),
-                              .timeout = options_.timeout,
-                              .store = store_.get(),
-                              .key_prefix = store_->key("ddp", name_ + "/gloo/")});
+    GroupSetup setup{.group_name = name_,
+                     .rank = rank_,
+                     .size = size(),
+                     .timeout = options_.timeout,
+                     .store = store_.get(),
+                     .key_prefix = store_->key("ddp", name_ + "/shm/"),
+                     .shared_memory = options_.shared_memory && !switched_off("DISTGRAD_SHM") &&
+                                      !switched_off("DISTGRAD_SAME_HOST")};
+    cpu_ = make_shared_memory_backend(setup);
+    if (!cpu_) {
+      setup.key_prefix = store_->key("ddp", name_ + "/gloo/");
+      cpu_ = make_gloo_backend(setup);
+    }
   }
 }
 
@@ -91,8 +112,8 @@ ProcessGroup::~ProcessGroup() = default;
 
 std::string ProcessGroup::backend_name() const {
   std::lock_guard<std::mutex> lock(cuda_mutex_);
-  if (cpu_ && cuda_) return "gloo+nccl";
-  return cpu_ ? "gloo" : "nccl";
+  if (cpu_ && cuda_) return std::string(cpu_->name()) + "+nccl";
+  return cpu_ ? cpu_->name() : "nccl";
 }
 
 CollectiveBackend& ProcessGroup::backend_for(Device device, const char* op) {

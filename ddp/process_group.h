@@ -2,8 +2,9 @@
 //
 // A group runs all_reduce, broadcast, all_gather, reduce_scatter and barrier on contiguous
 // tensors, in place, each in a blocking form and an `_async` form that returns a Work. CPU
-// tensors go through Gloo (its TCP transport, the library PyTorch uses for CPU collectives),
-// CUDA tensors through NCCL on a stream of its own (docs/ddp.md, "Backends"). Every rank of the
+// tensors go through shared memory when every rank is on one host, else through Gloo (its TCP
+// transport, the library PyTorch uses for CPU collectives); CUDA tensors through NCCL on a
+// stream of its own (docs/ddp.md, "Backends"). Every rank of the
 // group must call the same collectives in the same order with tensors of the same dtype and
 // sizes, as in PyTorch.
 //
@@ -53,9 +54,9 @@ std::string_view to_string(ReduceOp op);
 
 // Which library runs the collectives.
 enum class Backend {
-  kAuto,  // Gloo for CPU tensors, and NCCL for CUDA tensors when distgrad was built with CUDA
+  kAuto,  // shared memory or Gloo for CPU tensors, NCCL for CUDA tensors when built with CUDA
   kNccl,  // CUDA tensors only
-  kCpu,   // CPU tensors only (Gloo)
+  kCpu,   // CPU tensors only (shared memory or Gloo)
 };
 
 struct ProcessGroupOptions {
@@ -65,8 +66,13 @@ struct ProcessGroupOptions {
   // Before each collective on CPU tensors, check with one small all-reduce that every rank passed
   // the same dtype, sizes and op or root: a mismatch then fails that collective on every rank,
   // naming what differs, instead of crashing the process inside Gloo. Costs a round trip per
-  // collective; DistributedDataParallel's bucket all-reduces skip it (CallCheck::kSkip).
+  // collective; DistributedDataParallel's bucket all-reduces skip it (CallCheck::kSkip). Free on
+  // the shared-memory backend.
   bool check_calls = true;
+  // CPU collectives between ranks on one host go through shared memory when every rank of the
+  // group allows it (else Gloo over TCP). DISTGRAD_SHM=0 or DISTGRAD_SAME_HOST=0 in the
+  // environment turn it off, as they do for RPC.
+  bool shared_memory = true;
 };
 
 // Whether one collective runs the check of ProcessGroupOptions::check_calls.
@@ -89,7 +95,8 @@ class ProcessGroup {
   // The job-wide rank of each group rank.
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   const ProcessGroupOptions& options() const { return options_; }
-  // "gloo", "nccl" or "gloo+nccl" (kAuto once a CUDA collective has run).
+  // The CPU backend ("shm" or "gloo"), "nccl", or both ("shm+nccl", "gloo+nccl": kAuto once a
+  // CUDA collective has run).
   std::string backend_name() const;
 
   // Combines `tensor` across the group with `op`, in place on every rank.
@@ -136,8 +143,8 @@ class ProcessGroup {
   const ProcessGroupOptions options_;
   const std::shared_ptr<rpc::JobStore> store_;
   int groups_made_ = 0;
-  std::unique_ptr<CollectiveBackend> cpu_;                                // Gloo, unless the backend is kNccl
-  mutable std::mutex cuda_mutex_;                                         // guards cuda_
+  std::unique_ptr<CollectiveBackend> cpu_;  // shared memory or Gloo, unless the backend is kNccl
+  mutable std::mutex cuda_mutex_;           // guards cuda_
   std::unique_ptr<CollectiveBackend> cuda_ ABSL_GUARDED_BY(cuda_mutex_);  // NCCL, made on first use
   int cuda_device_ ABSL_GUARDED_BY(cuda_mutex_) = -1;                     // the device cuda_ runs on
 };

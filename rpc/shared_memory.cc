@@ -149,14 +149,28 @@ std::pair<size_t, size_t> SendPool::size() const {
 
 // ---------------------------------------------------------------------------------------------
 
-struct PeerSegments::Mapping {
-  Mapping(void* base, size_t bytes) : base(base), bytes(bytes) {}
-  ~Mapping() { ::munmap(base, bytes); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  void* const base;
-  const size_t bytes;
-};
+std::unique_ptr<MappedSegment> MappedSegment::open(int64_t pid, const SegmentRef& ref, std::string* why) {
+  if (ref.file_bytes < kControlBytes) {
+    *why = "a segment of " + std::to_string(ref.file_bytes) + " bytes is smaller than its control page";
+    return nullptr;
+  }
+  const int fd = open_peer_memfd(pid, ref.fd, ref.inode, ref.file_bytes, why);
+  if (fd < 0) return nullptr;
+  void* base = ::mmap(nullptr, ref.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const std::string map_error = base == MAP_FAILED ? errno_text() : "";
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    *why = "cannot map the segment: " + map_error;
+    return nullptr;
+  }
+  return std::unique_ptr<MappedSegment>(new MappedSegment(base, ref.file_bytes));
+}
+
+MappedSegment::~MappedSegment() { ::munmap(base_, file_bytes_); }
+
+uint8_t* MappedSegment::data() const { return static_cast<uint8_t*>(base_) + kControlBytes; }
+
+// ---------------------------------------------------------------------------------------------
 
 bool PeerSegments::can_open(int32_t probe_fd, uint64_t probe_inode) const {
   std::string why;
@@ -176,42 +190,34 @@ Tensor PeerSegments::view(const SegmentRef& ref, const Shape& sizes, DType dtype
   if (ref.ticket == 0 || (ref.ticket & kViewedBit) != 0) {
     throw CodecError("invalid shared-memory ticket " + std::to_string(ref.ticket));
   }
-  std::shared_ptr<Mapping> mapping;
+  std::shared_ptr<MappedSegment> mapping;
   {
     std::lock_guard<std::mutex> lock(mappings_mutex_);
-    std::shared_ptr<Mapping>& slot = mappings_[{ref.fd, ref.inode}];
+    std::shared_ptr<MappedSegment>& slot = mappings_[{ref.fd, ref.inode}];
     if (!slot) {
       std::string why;
-      const int fd = open_peer_memfd(pid_, ref.fd, ref.inode, ref.file_bytes, &why);
-      if (fd < 0) {
+      slot = MappedSegment::open(pid_, ref, &why);
+      if (!slot) {
         mappings_.erase({ref.fd, ref.inode});
         throw CodecError("the sender's shared-memory segment: " + why);
       }
-      void* base = ::mmap(nullptr, ref.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      const std::string map_error = base == MAP_FAILED ? errno_text() : "";
-      ::close(fd);
-      if (base == MAP_FAILED) {
-        mappings_.erase({ref.fd, ref.inode});
-        throw CodecError("cannot map the sender's shared-memory segment: " + map_error);
-      }
-      slot = std::make_shared<Mapping>(base, ref.file_bytes);
-    } else if (slot->bytes != ref.file_bytes) {
+    } else if (slot->file_bytes() != ref.file_bytes) {
       throw CodecError("the shared-memory segment of inode " + std::to_string(ref.inode) + " has " +
-                       std::to_string(slot->bytes) + " bytes, the frame says " + std::to_string(ref.file_bytes));
+                       std::to_string(slot->file_bytes()) + " bytes, the frame says " + std::to_string(ref.file_bytes));
     }
     mapping = slot;
   }
   uint64_t expected = ref.ticket;
-  if (!ticket_word(mapping->base)
+  if (!ticket_word(mapping->base())
            .compare_exchange_strong(expected, ref.ticket | kViewedBit, std::memory_order_acq_rel)) {
     throw CodecError("the shared-memory segment holds message " + std::to_string(expected & ~kViewedBit) +
                      ((expected & kViewedBit) != 0 ? " (already received)" : "") + ", not message " +
                      std::to_string(ref.ticket));
   }
-  void* data = static_cast<uint8_t*>(mapping->base) + kControlBytes;
+  void* data = mapping->data();
   Storage storage = Storage::wrap(data, nbytes, Device::cpu(), [mapping, ticket = ref.ticket](void*) {
     uint64_t viewed = ticket | kViewedBit;
-    ticket_word(mapping->base).compare_exchange_strong(viewed, 0, std::memory_order_acq_rel);
+    ticket_word(mapping->base()).compare_exchange_strong(viewed, 0, std::memory_order_acq_rel);
   });
   return Tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
 }

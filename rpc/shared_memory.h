@@ -1,5 +1,6 @@
 // The same-host tensor path: tensor bytes through shared memory while gRPC carries the frame
-// (internal to rpc/; docs/rpc.md, "Same-host shared memory").
+// (internal to rpc/ and ddp/; docs/rpc.md, "Same-host shared memory"). ddp/'s shared-memory
+// collectives use Segment and MappedSegment.
 //
 // Note [Shared-memory path]
 // Every process publishes a host identity at rendezvous (host_identity(): the kernel's boot id,
@@ -78,6 +79,27 @@ class Segment {
   void* base_ = nullptr;
 };
 
+// Another process's segment mapped read-write into this process, unmapped when destroyed.
+class MappedSegment {
+ public:
+  // Maps the segment `ref` names in process `pid`; null with `why` set when it cannot (the
+  // process or its fd is gone, the fd is not that inode of that size, or opening it is not allowed).
+  static std::unique_ptr<MappedSegment> open(int64_t pid, const SegmentRef& ref, std::string* why);
+  ~MappedSegment();
+  MappedSegment(const MappedSegment&) = delete;
+  MappedSegment& operator=(const MappedSegment&) = delete;
+
+  // The control page (its first word is the ticket), and the data after it as Segment::data().
+  void* base() const { return base_; }
+  uint8_t* data() const;
+  size_t file_bytes() const { return file_bytes_; }
+
+ private:
+  MappedSegment(void* base, size_t file_bytes) : base_(base), file_bytes_(file_bytes) {}
+  void* const base_;
+  const size_t file_bytes_;
+};
+
 // The segments a sender fills for one peer; see Note [Shared-memory path].
 class SendPool {
  public:
@@ -111,10 +133,9 @@ class PeerSegments {
   Tensor view(const SegmentRef& ref, const Shape& sizes, DType dtype);
 
  private:
-  struct Mapping;
   const int64_t pid_;
   std::mutex mappings_mutex_;  // guards mappings_
-  std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<Mapping>> mappings_ ABSL_GUARDED_BY(mappings_mutex_);
+  std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<MappedSegment>> mappings_ ABSL_GUARDED_BY(mappings_mutex_);
 };
 
 // A segment of one page that peers open to prove they can (Note [Shared-memory path]).

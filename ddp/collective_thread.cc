@@ -1,0 +1,58 @@
+#include "ddp/collective_thread.h"
+
+#include <utility>
+
+namespace distgrad::ddp {
+
+CollectiveThread::CollectiveThread(std::function<std::string(const std::string&)> explain)
+    : explain_(std::move(explain)), thread_([this] { run(); }) {}
+
+CollectiveThread::~CollectiveThread() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    stopping_ = true;
+    queue_changed_.notify_all();
+  }
+  thread_.join();
+}
+
+void CollectiveThread::enqueue(std::shared_ptr<Work> work, std::function<void()> collective) {
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  queue_.push_back({std::move(work), std::move(collective)});
+  queue_changed_.notify_all();
+}
+
+void CollectiveThread::run() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex_);
+      queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (stopping_) {
+        task.work->finish(std::make_exception_ptr(
+            Error(task.work->description() + " did not run: the process group was destroyed first")));
+        continue;
+      }
+    }
+    if (!first_failure_.empty()) {
+      task.work->finish(std::make_exception_ptr(
+          Error(task.work->description() +
+                " did not run: the group is unusable after an earlier failure: " + first_failure_)));
+      continue;
+    }
+    try {
+      task.collective();
+      task.work->finish();
+    } catch (const CallMismatch& error) {
+      task.work->finish(std::make_exception_ptr(Error(task.work->description() + " failed: " + error.what())));
+    } catch (const std::exception& error) {
+      first_failure_ = task.work->description() + " failed: " + explain_(error.what());
+      task.work->finish(std::make_exception_ptr(Error(first_failure_)));
+    }
+  }
+}
+
+}  // namespace distgrad::ddp
