@@ -62,7 +62,8 @@ void check_values(const Tensor& tensor, const std::vector<double>& expected, con
   require(found.size() == expected.size(), what, ": expected ", expected.size(), " elements, found ", found.size());
   for (size_t i = 0; i < found.size(); ++i) {
     const double tolerance = 1e-6 * std::max(1.0, std::abs(expected[i]));
-    if (std::abs(found[i] - expected[i]) > tolerance) require_near(found[i], expected[i], tolerance, str(what, "[", i, "]"));
+    if (std::abs(found[i] - expected[i]) > tolerance)
+      require_near(found[i], expected[i], tolerance, str(what, "[", i, "]"));
   }
 }
 
