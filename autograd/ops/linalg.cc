@@ -11,6 +11,26 @@ using autograd::TensorList;
 
 namespace {
 
+// Whether `m` is the transpose of a contiguous matrix, as t(weight) in nn::Linear.
+bool is_transposed_contiguous(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
+}
+
+// The gradients of the matrices a and b in a @ b, given g: g @ t(b) and t(a) @ g, each computed
+// in the layout of its operand. When the operand is a transposed contiguous matrix (t(weight)),
+// the product is computed transposed, so the gradient that reaches the contiguous matrix through
+// the transpose is contiguous and AccumulateGrad keeps it without a copy (as PyTorch's
+// mm_mat2_backward does).
+Tensor grad_of_left(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return is_transposed_contiguous(a) ? t(matmul(b, t(g))) : matmul(g, t(b));
+}
+Tensor grad_of_right(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return is_transposed_contiguous(b) ? t(matmul(t(g), a)) : matmul(t(a), g);
+}
+
+// x * factor, or x itself when factor is 1.
+Tensor scaled(const Tensor& x, double factor) { return factor == 1 ? x : mul(x, factor); }
+
 // The product of two operands of 2 or 3 dims (a 2-D one broadcast over the other's batch),
 // recorded with the gradients of each, summed over the batch where an operand was broadcast.
 Tensor batched_matmul(const Tensor& a, const Tensor& b) {
@@ -19,6 +39,10 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
                          [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
                            const Tensor& g = ctx.grads[0];
                            const Tensor &a = ctx.saved[0], &b = ctx.saved[1];
+                           if (a.dim() == 2 && b.dim() == 2) {
+                             return TensorList{ctx.needs(0) ? grad_of_left(g, a, b) : Tensor(),
+                                               ctx.needs(1) ? grad_of_right(g, a, b) : Tensor()};
+                           }
                            return TensorList{
                                ctx.needs(0) ? sum_to(matmul(g, transpose(b, -1, -2)), a_sizes) : Tensor(),
                                ctx.needs(1) ? sum_to(matmul(transpose(a, -1, -2), g), b_sizes) : Tensor()};
@@ -62,9 +86,9 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, 
                          [bias_sizes = bias.sizes(), beta, alpha](const BackwardContext& ctx) {
                            const Tensor& g = ctx.grads[0];
                            const Tensor &a = ctx.saved[0], &b = ctx.saved[1];
-                           return TensorList{ctx.needs(0) ? sum_to(mul(g, beta), bias_sizes) : Tensor(),
-                                             ctx.needs(1) ? mul(matmul(g, t(b)), alpha) : Tensor(),
-                                             ctx.needs(2) ? mul(matmul(t(a), g), alpha) : Tensor()};
+                           return TensorList{ctx.needs(0) ? sum_to(scaled(g, beta), bias_sizes) : Tensor(),
+                                             ctx.needs(1) ? scaled(grad_of_left(g, a, b), alpha) : Tensor(),
+                                             ctx.needs(2) ? scaled(grad_of_right(g, a, b), alpha) : Tensor()};
                          })) {
     node->save(a);
     node->save(b);

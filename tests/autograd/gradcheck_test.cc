@@ -200,6 +200,11 @@ std::vector<OpCase> all_cases() {
        [](In x) {
          return TensorList{addmm(x[0], x[1], x[2], 0.5, 2.0), outer(x[0], select(x[1], 1, 0))};
        }},
+      {"addmm_matmul_transposed_operands",  // gradients computed transposed (t(weight) in nn::Linear)
+       {{3}, {4, 2}, {3, 4}},
+       [](In x) {
+         return TensorList{addmm(x[0], t(x[1]), t(x[2])), matmul(t(x[1]), t(x[2]))};
+       }},
       {"conv2d",
        {{2, 2, 5, 4}, {3, 2, 3, 2}, {3}},
        [](In x) {
