@@ -45,6 +45,17 @@ struct GroupSetup {
 using CallSignature = std::array<int64_t, 4>;
 // A signature to check before the collective, or nullopt to skip the check.
 using Verify = std::optional<CallSignature>;
+
+// How the group launches one collective.
+struct Launch {
+  // First check that every rank passed this signature (a backend that cannot be crashed by a
+  // mismatch may ignore it; NCCL's watchdog times such a collective out).
+  Verify verify;
+  // The caller waits for the Work right away (a blocking call): a CPU backend may run the
+  // collective on the caller's thread (Note [One thread per group]).
+  bool caller_waits = false;
+};
+
 // The error when the ranks' signatures first differ at `field` (0 to 3).
 CallMismatch signature_mismatch(size_t field);
 
@@ -53,15 +64,13 @@ class CollectiveBackend {
   virtual ~CollectiveBackend() = default;
   virtual const char* name() const = 0;
 
-  // `verify`: first check that every rank passed the same signature (a backend that cannot be
-  // crashed by a mismatch may ignore it; NCCL's watchdog times such a collective out).
-  virtual void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, Verify verify) = 0;
-  virtual void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, Verify verify) = 0;
+  virtual void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, const Launch& launch) = 0;
+  virtual void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, const Launch& launch) = 0;
   virtual void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work,
-                          Verify verify) = 0;
+                          const Launch& launch) = 0;
   virtual void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
-                              std::shared_ptr<Work> work, Verify verify) = 0;
-  virtual void barrier(std::shared_ptr<Work> work) = 0;
+                              std::shared_ptr<Work> work, const Launch& launch) = 0;
+  virtual void barrier(std::shared_ptr<Work> work, const Launch& launch) = 0;
 };
 
 // Shared memory, for CPU tensors of ranks on one host (Note [Shared-memory collectives] in

@@ -16,10 +16,38 @@ CollectiveThread::~CollectiveThread() {
   thread_.join();
 }
 
-void CollectiveThread::enqueue(std::shared_ptr<Work> work, std::function<void()> collective) {
+void CollectiveThread::submit(std::shared_ptr<Work> work, bool caller_waits, std::function<void()> collective) {
+  Task task{std::move(work), std::move(collective)};
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (!caller_waits || running_ || stopping_ || !queue_.empty()) {
+      queue_.push_back(std::move(task));
+      queue_changed_.notify_all();
+      return;
+    }
+    running_ = true;
+  }
+  execute(task);
   std::lock_guard<std::mutex> lock(queue_mutex_);
-  queue_.push_back({std::move(work), std::move(collective)});
-  queue_changed_.notify_all();
+  running_ = false;
+  queue_changed_.notify_all();  // for what was queued meanwhile
+}
+
+void CollectiveThread::execute(Task& task) {
+  if (!first_failure_.empty()) {
+    task.work->finish(std::make_exception_ptr(Error(
+        task.work->description() + " did not run: the group is unusable after an earlier failure: " + first_failure_)));
+    return;
+  }
+  try {
+    task.collective();
+    task.work->finish();
+  } catch (const CallMismatch& error) {
+    task.work->finish(std::make_exception_ptr(Error(task.work->description() + " failed: " + error.what())));
+  } catch (const std::exception& error) {
+    first_failure_ = task.work->description() + " failed: " + explain_(error.what());
+    task.work->finish(std::make_exception_ptr(Error(first_failure_)));
+  }
 }
 
 void CollectiveThread::run() {
@@ -27,7 +55,7 @@ void CollectiveThread::run() {
     Task task;
     {
       std::unique_lock<std::mutex> lock(queue_mutex_);
-      queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      queue_changed_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -36,22 +64,11 @@ void CollectiveThread::run() {
             Error(task.work->description() + " did not run: the process group was destroyed first")));
         continue;
       }
+      running_ = true;
     }
-    if (!first_failure_.empty()) {
-      task.work->finish(std::make_exception_ptr(
-          Error(task.work->description() +
-                " did not run: the group is unusable after an earlier failure: " + first_failure_)));
-      continue;
-    }
-    try {
-      task.collective();
-      task.work->finish();
-    } catch (const CallMismatch& error) {
-      task.work->finish(std::make_exception_ptr(Error(task.work->description() + " failed: " + error.what())));
-    } catch (const std::exception& error) {
-      first_failure_ = task.work->description() + " failed: " + explain_(error.what());
-      task.work->finish(std::make_exception_ptr(Error(first_failure_)));
-    }
+    execute(task);
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    running_ = false;
   }
 }
 

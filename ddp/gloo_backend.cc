@@ -117,8 +117,8 @@ class GlooBackend final : public CollectiveBackend {
 
   const char* name() const override { return "gloo"; }
 
-  void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, Verify verify) override {
-    enqueue(std::move(work), verify, [this, tensor, op] {
+  void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, const Launch& launch) override {
+    enqueue(std::move(work), launch, [this, tensor, op] {
       if (tensor.numel() == 0) return;
       with_type(tensor.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -128,8 +128,8 @@ class GlooBackend final : public CollectiveBackend {
     });
   }
 
-  void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, Verify verify) override {
-    enqueue(std::move(work), verify, [this, tensor, root] {
+  void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, const Launch& launch) override {
+    enqueue(std::move(work), launch, [this, tensor, root] {
       if (tensor.numel() == 0 || setup_.size == 1) return;
       with_type(tensor.dtype(), [&](auto zero) {
         using T = decltype(zero);
@@ -144,8 +144,8 @@ class GlooBackend final : public CollectiveBackend {
   }
 
   void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work,
-                  Verify verify) override {
-    enqueue(std::move(work), verify, [this, outputs, input] {
+                  const Launch& launch) override {
+    enqueue(std::move(work), launch, [this, outputs, input] {
       std::vector<size_t> counts;
       for (const Tensor& output : outputs) counts.push_back(static_cast<size_t>(output.numel()));
       const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
@@ -173,8 +173,8 @@ class GlooBackend final : public CollectiveBackend {
   // shares, so this all-reduces the concatenated inputs and keeps this rank's share: twice the
   // bytes of a ring reduce-scatter, but any dtype and uneven shares.
   void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, std::shared_ptr<Work> work,
-                      Verify verify) override {
-    enqueue(std::move(work), verify, [this, output, inputs, op] {
+                      const Launch& launch) override {
+    enqueue(std::move(work), launch, [this, output, inputs, op] {
       const size_t element = output.element_size();
       size_t total = 0, offset_of_mine = 0;
       for (size_t r = 0; r < inputs.size(); ++r) {
@@ -198,8 +198,8 @@ class GlooBackend final : public CollectiveBackend {
     });
   }
 
-  void barrier(std::shared_ptr<Work> work) override {
-    enqueue(std::move(work), std::nullopt, [this] {
+  void barrier(std::shared_ptr<Work> work, const Launch& launch) override {
+    enqueue(std::move(work), launch, [this] {
       gloo::BarrierOptions options(context_);
       options.setTag(next_tag());
       options.setTimeout(setup_.timeout);
@@ -208,12 +208,13 @@ class GlooBackend final : public CollectiveBackend {
   }
 
  private:
-  // Runs `collective` on the group's thread after checking `verify`.
-  void enqueue(std::shared_ptr<Work> work, Verify verify, std::function<void()> collective) {
-    thread_.enqueue(std::move(work), [this, verify, collective = std::move(collective)] {
-      if (verify) check_signature(*verify);
-      collective();
-    });
+  // Runs `collective` in call order (Note [One thread per group]) after checking the signature.
+  void enqueue(std::shared_ptr<Work> work, const Launch& launch, std::function<void()> collective) {
+    thread_.submit(std::move(work), launch.caller_waits,
+                   [this, verify = launch.verify, collective = std::move(collective)] {
+                     if (verify) check_signature(*verify);
+                     collective();
+                   });
   }
 
   // Note [Checking that the ranks agree]: one all-reduce (max) of the signature and its

@@ -116,14 +116,14 @@ class NcclBackend final : public CollectiveBackend {
 
   const char* name() const override { return "nccl"; }
 
-  void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, Verify) override {
+  void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, const Launch&) override {
     launch(std::move(work), {tensor}, [&] {
       DISTGRAD_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.dtype()),
                                         nccl_op(op), comm_, stream_));
     });
   }
 
-  void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, Verify) override {
+  void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, const Launch&) override {
     launch(std::move(work), {tensor}, [&] {
       DISTGRAD_NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_type(tensor.dtype()),
                                         root, comm_, stream_));
@@ -132,7 +132,7 @@ class NcclBackend final : public CollectiveBackend {
 
   // One broadcast per rank in a group call: uneven sizes need no staging buffer.
   void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work,
-                  Verify) override {
+                  const Launch&) override {
     std::vector<Tensor> keep(outputs);
     keep.push_back(input);
     launch(std::move(work), std::move(keep), [&] {
@@ -148,7 +148,7 @@ class NcclBackend final : public CollectiveBackend {
 
   // One reduce per rank in a group call, each to its rank: uneven shares need no staging.
   void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, std::shared_ptr<Work> work,
-                      Verify) override {
+                      const Launch&) override {
     std::vector<Tensor> keep(inputs);
     keep.push_back(output);
     launch(std::move(work), std::move(keep), [&] {
@@ -162,7 +162,7 @@ class NcclBackend final : public CollectiveBackend {
     });
   }
 
-  void barrier(std::shared_ptr<Work> work) override {
+  void barrier(std::shared_ptr<Work> work, const Launch&) override {
     launch(std::move(work), {}, [&] {
       DISTGRAD_NCCL_CHECK(ncclAllReduce(barrier_value_, barrier_value_, 1, ncclFloat32, ncclSum, comm_, stream_));
     });

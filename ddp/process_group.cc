@@ -148,34 +148,64 @@ std::shared_ptr<Work> ProcessGroup::new_work(std::string what) const {
       Work::Clock::now() + options_.timeout + kWaitMargin);
 }
 
-std::optional<CallSignature> ProcessGroup::verify(CallSignature signature, CallCheck check) const {
-  if (!options_.check_calls || check == CallCheck::kSkip || size() == 1) return std::nullopt;
-  return signature;
+Launch ProcessGroup::launch(CallSignature signature, CallCheck check, bool caller_waits) const {
+  if (!options_.check_calls || check == CallCheck::kSkip || size() == 1) return {std::nullopt, caller_waits};
+  return {signature, caller_waits};
 }
 
+// The blocking forms wait at once, so a CPU backend may run them on this thread.
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  start_all_reduce(tensor, op, CallCheck::kAsConfigured, true)->wait();
+}
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op, CallCheck check) {
+  return start_all_reduce(tensor, op, check, false);
+}
+void ProcessGroup::broadcast(const Tensor& tensor, int root) { start_broadcast(tensor, root, true)->wait(); }
+std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
+  return start_broadcast(tensor, root, false);
+}
+void ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  start_all_gather(outputs, input, true)->wait();
+}
+std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input) {
+  return start_all_gather(outputs, input, false);
+}
+void ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  start_reduce_scatter(output, inputs, op, true)->wait();
+}
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                         ReduceOp op) {
+  return start_reduce_scatter(output, inputs, op, false);
+}
+void ProcessGroup::barrier() { start_barrier(true)->wait(); }
+std::shared_ptr<Work> ProcessGroup::barrier_async() { return start_barrier(false); }
+
+std::shared_ptr<Work> ProcessGroup::start_all_reduce(const Tensor& tensor, ReduceOp op, CallCheck check,
+                                                     bool caller_waits) {
   check_tensor(tensor, "all_reduce", "the tensor");
   check_reduce_op(tensor, op, "all_reduce");
   CollectiveBackend& backend = backend_for(tensor.device(), "all_reduce");
   auto work = new_work("all_reduce(" + std::string(to_string(op)) + ") of " + shape_of(tensor));
   backend.all_reduce(
       tensor, op, work,
-      verify({1, static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op), tensor.numel()}, check));
+      launch({1, static_cast<int64_t>(tensor.dtype()), static_cast<int64_t>(op), tensor.numel()}, check, caller_waits));
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
+std::shared_ptr<Work> ProcessGroup::start_broadcast(const Tensor& tensor, int root, bool caller_waits) {
   check_tensor(tensor, "broadcast", "the tensor");
   DISTGRAD_CHECK(root >= 0 && root < size(), "broadcast: root ", root, " is not a rank of group '", name_, "' (size ",
                  size(), ")");
   CollectiveBackend& backend = backend_for(tensor.device(), "broadcast");
   auto work = new_work("broadcast from rank " + std::to_string(root) + " of " + shape_of(tensor));
-  backend.broadcast(tensor, root, work,
-                    verify({2, static_cast<int64_t>(tensor.dtype()), root, tensor.numel()}, CallCheck::kAsConfigured));
+  backend.broadcast(
+      tensor, root, work,
+      launch({2, static_cast<int64_t>(tensor.dtype()), root, tensor.numel()}, CallCheck::kAsConfigured, caller_waits));
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input) {
+std::shared_ptr<Work> ProcessGroup::start_all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                                     bool caller_waits) {
   check_tensor(input, "all_gather", "the input");
   DISTGRAD_CHECK(static_cast<int>(outputs.size()) == size(), "all_gather: expected one output per rank (", size(),
                  " in group '", name_, "'), found ", outputs.size());
@@ -186,14 +216,14 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& 
                  outputs[rank_].numel(), " elements, the input ", input.numel());
   CollectiveBackend& backend = backend_for(input.device(), "all_gather");
   auto work = new_work("all_gather of " + shape_of(input));
-  backend.all_gather(
-      outputs, input, work,
-      verify({3, static_cast<int64_t>(input.dtype()), 0, counts_hash(outputs)}, CallCheck::kAsConfigured));
+  backend.all_gather(outputs, input, work,
+                     launch({3, static_cast<int64_t>(input.dtype()), 0, counts_hash(outputs)}, CallCheck::kAsConfigured,
+                            caller_waits));
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                         ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::start_reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                         ReduceOp op, bool caller_waits) {
   check_tensor(output, "reduce_scatter", "the output");
   check_reduce_op(output, op, "reduce_scatter");
   DISTGRAD_CHECK(static_cast<int>(inputs.size()) == size(), "reduce_scatter: expected one input per rank (", size(),
@@ -207,22 +237,23 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, c
   auto work = new_work("reduce_scatter(" + std::string(to_string(op)) + ") into " + shape_of(output));
   backend.reduce_scatter(
       output, inputs, op, work,
-      verify({4, static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op), counts_hash(inputs)},
-             CallCheck::kAsConfigured));
+      launch({4, static_cast<int64_t>(output.dtype()), static_cast<int64_t>(op), counts_hash(inputs)},
+             CallCheck::kAsConfigured, caller_waits));
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier_async() {
+std::shared_ptr<Work> ProcessGroup::start_barrier(bool caller_waits) {
   auto work = new_work("barrier");
+  const Launch barrier_launch{std::nullopt, caller_waits};
   if (cpu_) {
-    cpu_->barrier(work);
+    cpu_->barrier(work, barrier_launch);
   } else {
     // An NCCL-only group: a one-element all-reduce on its device, as PyTorch's NCCL barrier.
     std::lock_guard<std::mutex> lock(cuda_mutex_);
     DISTGRAD_CHECK(cuda_ != nullptr, "barrier: process group '", name_,
                    "' uses NCCL only and has not run a collective yet, so it does not know its device; run one first "
                    "or use backend kAuto");
-    cuda_->barrier(work);
+    cuda_->barrier(work, barrier_launch);
   }
   return work;
 }

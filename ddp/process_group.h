@@ -46,6 +46,7 @@ class JobStore;
 namespace distgrad::ddp {
 
 class CollectiveBackend;
+struct Launch;
 
 // How all_reduce and reduce_scatter combine the ranks' tensors. kAvg needs a floating-point
 // tensor (the sum divided by the group size).
@@ -100,30 +101,28 @@ class ProcessGroup {
   std::string backend_name() const;
 
   // Combines `tensor` across the group with `op`, in place on every rank.
-  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) { all_reduce_async(tensor, op)->wait(); }
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::kSum,
                                          CallCheck check = CallCheck::kAsConfigured);
 
   // Copies rank `root`'s tensor into every other rank's.
-  void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
+  void broadcast(const Tensor& tensor, int root);
   std::shared_ptr<Work> broadcast_async(const Tensor& tensor, int root);
 
   // outputs[r] receives rank r's `input`. One output per rank, each of the input's dtype and
   // device and of rank r's input size (sizes may differ between ranks).
-  void all_gather(const std::vector<Tensor>& outputs, const Tensor& input) { all_gather_async(outputs, input)->wait(); }
+  void all_gather(const std::vector<Tensor>& outputs, const Tensor& input);
   std::shared_ptr<Work> all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input);
 
   // `output` receives the reduction over all ranks of their inputs[rank()]. One input per rank;
   // inputs[r] must have the same size on every rank (sizes may differ between r), and output
   // that of inputs[rank()].
-  void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::kSum) {
-    reduce_scatter_async(output, inputs, op)->wait();
-  }
+  void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& output, const std::vector<Tensor>& inputs,
                                              ReduceOp op = ReduceOp::kSum);
 
   // Returns once every rank of the group has called it.
-  void barrier() { barrier_async()->wait(); }
+  void barrier();
   std::shared_ptr<Work> barrier_async();
 
   // Used by new_group: the number of groups made from this one so far.
@@ -134,8 +133,16 @@ class ProcessGroup {
   // The backend for tensors on `device` (made on first use for CUDA), checking the choice.
   CollectiveBackend& backend_for(Device device, const char* op);
   std::shared_ptr<Work> new_work(std::string what) const;
-  // The signature to check before a collective (nullopt: no check; see check_calls).
-  std::optional<std::array<int64_t, 4>> verify(std::array<int64_t, 4> signature, CallCheck check) const;
+  // How to launch a collective of `signature` (checked or not: see check_calls); `caller_waits`
+  // for the blocking forms.
+  Launch launch(std::array<int64_t, 4> signature, CallCheck check, bool caller_waits) const;
+  // The collectives: the blocking forms wait for the Work at once.
+  std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op, CallCheck check, bool caller_waits);
+  std::shared_ptr<Work> start_broadcast(const Tensor& tensor, int root, bool caller_waits);
+  std::shared_ptr<Work> start_all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool caller_waits);
+  std::shared_ptr<Work> start_reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                             bool caller_waits);
+  std::shared_ptr<Work> start_barrier(bool caller_waits);
 
   const std::string name_;
   const int rank_;
