@@ -2,6 +2,7 @@
 // ddp_worker (tests/ddp/ddp_worker.cc) as every rank of a world of 1, 2 or 4.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/cuda.h"
@@ -69,6 +70,14 @@ TEST(CollectiveFailures, RanksPassingDifferentSizesDtypesOrRootsFailAlikeAndTheG
 }
 
 TEST(CollectiveFailures, ARankThatNeverJoinsFailsTheOthersAtTheTimeout) { expect_scenario("rank_stalls", 2); }
+
+TEST(CollectiveFailures, ARankThatDestroysItsGroupFailsTheOthersBeforeTheTimeout) { expect_scenario("rank_leaves", 2); }
+
+// Only the default variant can check the choice (".gloo" turns shared memory off everywhere).
+TEST(SharedMemory, OnlyWhenEveryRankOffersIt) {
+  if (std::getenv("DISTGRAD_SHM") != nullptr) GTEST_SKIP() << "DISTGRAD_SHM is set";
+  expect_scenario("shm_agreement", 4);
+}
 
 // NCCL needs one GPU per rank: one rank on the machine's first GPU (the CPU tests cover the
 // multi-rank logic).

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -317,6 +318,51 @@ int rank_stalls() {
   return 0;
 }
 
+// A rank destroys its group while the others are about to all-reduce: they fail well before the
+// timeout (shared memory: the rank's state says it left; Gloo: its connections close).
+int rank_leaves() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(30)});
+  pg->barrier();
+  if (pg->rank() == 1) {
+    pg.reset();
+    destroy_process_group();
+    std::this_thread::sleep_for(seconds(4));
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Tensor t = ones({1000});
+  const std::string message = expect_error("all_reduce after a rank destroyed its group", "all_reduce(sum) of float32",
+                                           [&] { pg->all_reduce(t); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  require(waited < 3, "the departed rank was noticed after ", waited, " s, expected well under the 30 s timeout");
+  say("noticed after ", waited, " s: ", message);
+  return 0;
+}
+
+// Shared memory only when every rank of a group offers it: the world, where odd ranks do not,
+// runs on Gloo; a subgroup where all do runs on shared memory; both give the same sums.
+int shm_agreement() {
+  const int rank = rpc::world_info().rank;
+  auto world = init_process_group({.timeout = seconds(60), .shared_memory = rank % 2 == 0});
+  const bool alone = world->size() == 1;  // a world of one: nobody declines
+  require(world->backend_name() == (alone ? "shm" : "gloo"),
+          "backend of the world where odd ranks decline: ", world->backend_name());
+  std::vector<int> all(world->size());
+  std::iota(all.begin(), all.end(), 0);
+  auto willing = new_group(all, {.timeout = seconds(60)});
+  require(willing->backend_name() == "shm",
+          "backend of a group where every rank offers shared memory: ", willing->backend_name());
+  for (ProcessGroup* pg : {world.get(), willing.get()}) {
+    Tensor t = rank_values(pg->rank(), 70000, kFloat32);
+    pg->all_reduce(t);
+    std::vector<double> expected(70000);
+    for (int64_t i = 0; i < 70000; ++i) expected[i] = reduced(ReduceOp::kSum, pg->size(), i);
+    check_values(t, expected, "all_reduce on " + pg->backend_name());
+  }
+  destroy_process_group();
+  return 0;
+}
+
 // --- DistributedDataParallel -------------------------------------------------------------
 
 constexpr int64_t kPerRank = 4;
@@ -597,6 +643,8 @@ int main(int argc, char** argv) {
                       {{"collectives", collectives},
                        {"subgroups", subgroups},
                        {"rank_dies", rank_dies},
+                       {"rank_leaves", rank_leaves},
+                       {"shm_agreement", shm_agreement},
                        {"rank_stalls", rank_stalls},
                        {"ddp_gradients", ddp_gradients},
                        {"ddp_no_sync", ddp_no_sync},
