@@ -1,5 +1,7 @@
 // Core op costs: dispatch overhead on tiny tensors, elementwise bandwidth on 16M floats
-// against memcpy, and sgemm through ops::matmul against calling OpenBLAS directly. With a
+// against memcpy, sgemm through ops::matmul against calling OpenBLAS directly, and the conv
+// net's window kernels (max-pool forward and its backward scatter, im2col, col2im) on the first
+// layer of the Fashion-MNIST CNN (batch 64, 32 channels, 28 x 28). With a
 // CUDA device visible, the same workloads on cuda:0 (names starting with "Cuda"), each
 // iteration queuing kCudaOpsPerIteration ops and then waiting for them.
 //
@@ -84,6 +86,43 @@ void BM_CblasSgemm(benchmark::State& state) {
   set_gflops(state, n);
 }
 BENCHMARK(BM_CblasSgemm)->Arg(512)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The first conv block of examples/fashion_mnist_models.h: a [64, 32, 28, 28] activation.
+const dg::Shape kActivation{64, 32, 28, 28};
+
+void BM_MaxPool2d(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kActivation);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::max_pool2d(x, {.kernel_size = {2, 2}}));
+  state.SetBytesProcessed(state.iterations() * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_MaxPool2d)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Max-pool's backward: the output's gradient added at the argmax positions of a zero image.
+void BM_MaxPool2dBackwardScatter(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kActivation);
+  const ops::ValuesIndices pooled = ops::max_pool2d(x, {.kernel_size = {2, 2}});
+  const dg::Tensor grad = dg::randn({64, 32, 14 * 14}), index = ops::reshape(pooled.indices, {64, 32, 14 * 14});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::scatter_add(dg::zeros({64, 32, 28 * 28}), 2, index, grad));
+  state.SetBytesProcessed(state.iterations() * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_MaxPool2dBackwardScatter)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The second conv's columns (3 x 3, padding 1) of the pooled [64, 32, 14, 14] activation, and back.
+void BM_Im2col(benchmark::State& state) {
+  const dg::Tensor x = dg::randn({64, 32, 14, 14});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::im2col(x, {.kernel_size = {3, 3}, .padding = {1, 1}}));
+  state.SetBytesProcessed(state.iterations() * 9 * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_Im2col)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Col2im(benchmark::State& state) {
+  const dg::Tensor columns = dg::randn({64, 32 * 9, 14 * 14});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ops::col2im(columns, {14, 14}, {.kernel_size = {3, 3}, .padding = {1, 1}}));
+  }
+  state.SetBytesProcessed(state.iterations() * columns.numel() * sizeof(float));
+}
+BENCHMARK(BM_Col2im)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // CUDA: the device runs ops asynchronously, so an iteration queues kCudaOpsPerIteration ops
 // and waits for them; the counter seconds_per_op is the figure to read (launch overhead for

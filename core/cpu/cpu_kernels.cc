@@ -371,8 +371,23 @@ template <typename Visit>
 void for_each_indexed(const Tensor& index, const Tensor& other, int64_t dim, Visit visit) {
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
   const Shape& sizes = index.sizes();
-  const Shape other_strides = contiguous_strides(other.sizes());
   const int64_t ndim = index.dim();
+  bool same_except_dim = true;
+  for (int64_t d = 0; d < ndim; ++d) same_except_dim &= d == dim || sizes[d] == other.size(d);
+  if (same_except_dim) {  // as [outer, dim, inner] in both: no per-element coordinates
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d) outer *= sizes[d];
+    for (int64_t d = dim + 1; d < ndim; ++d) inner *= sizes[d];
+    const int64_t along = ndim == 0 ? 1 : sizes[dim], other_along = ndim == 0 ? 1 : other.size(dim);
+    int64_t p = 0;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < along; ++j) {
+        for (int64_t i = 0; i < inner; ++i, ++p) visit(p, (o * other_along + idx[p]) * inner + i);
+      }
+    }
+    return;
+  }
+  const Shape other_strides = contiguous_strides(other.sizes());
   Shape coord(ndim, 0);
   const int64_t n = index.numel();
   for (int64_t p = 0; p < n; ++p) {
@@ -403,6 +418,10 @@ void scatter_add(const Tensor& self, const Tensor& index, const Tensor& src, int
     } else {
       T* dst = static_cast<T*>(self.data_ptr());
       const T* values = static_cast<const T*>(src.data_ptr());
+      if (src.sizes() == index.sizes()) {  // src at the same positions as index
+        for_each_indexed(index, self, dim, [&](int64_t p, int64_t offset) { dst[offset] += values[p]; });
+        return;
+      }
       const Shape src_strides = contiguous_strides(src.sizes());
       const Shape index_strides = contiguous_strides(index.sizes());
       for_each_indexed(index, self, dim, [&](int64_t p, int64_t offset) {
@@ -535,27 +554,31 @@ void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, cons
     const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
                         (w.out_h - 1) * w.stride_h + w.kernel_h <= w.height &&
                         (w.out_w - 1) * w.stride_w + w.kernel_w <= w.width;
+    // The window in locals: stores through `idx` (int64_t) could otherwise alias `w`'s fields
+    // and make the compiler reload them for every output.
+    const int64_t width = w.width, out_h = w.out_h, out_w = w.out_w, stride_h = w.stride_h, stride_w = w.stride_w,
+                  kernel_h = w.kernel_h, kernel_w = w.kernel_w, plane = w.height * w.width;
 #pragma omp parallel for if (planes * w.out_h * w.out_w >= cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
-      const T* image = src + p * w.height * w.width;
+      const T* image = src + p * plane;
       if (inside) {
-        for (int64_t oh = 0; oh < w.out_h; ++oh) {
-          for (int64_t ow = 0; ow < w.out_w; ++ow) {
-            int64_t best_index = oh * w.stride_h * w.width + ow * w.stride_w;
+        T* best_out = dst + p * out_h * out_w;
+        int64_t* index_out = idx + p * out_h * out_w;
+        for (int64_t oh = 0; oh < out_h; ++oh) {
+          for (int64_t ow = 0; ow < out_w; ++ow) {
+            int64_t best_index = oh * stride_h * width + ow * stride_w;
             T best = image[best_index];
-            for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
-              const int64_t row = (oh * w.stride_h + ki) * w.width + ow * w.stride_w;
-              for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+            for (int64_t ki = 0; ki < kernel_h; ++ki) {
+              const int64_t row = (oh * stride_h + ki) * width + ow * stride_w;
+              for (int64_t kj = 0; kj < kernel_w; ++kj) {  // selects, not branches: data decides
                 const T value = image[row + kj];
-                if (value > best || (std::isnan(value) && !std::isnan(best))) {
-                  best = value;
-                  best_index = row + kj;
-                }
+                const bool take = (value > best) | (std::isnan(value) & !std::isnan(best));
+                best = take ? value : best;
+                best_index = take ? row + kj : best_index;
               }
             }
-            const int64_t o = (p * w.out_h + oh) * w.out_w + ow;
-            dst[o] = best;
-            idx[o] = best_index;
+            best_out[oh * out_w + ow] = best;
+            index_out[oh * out_w + ow] = best_index;
           }
         }
         continue;
