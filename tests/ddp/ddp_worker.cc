@@ -363,6 +363,33 @@ int shm_agreement() {
   return 0;
 }
 
+// Two hosts of two ranks (tests/ddp/hosts_test.sh): groups within a host run on shared memory,
+// groups that span hosts on Gloo, and all give the closed-form sums.
+int hosts() {
+  auto world = init_process_group({.backend = Backend::kCpu, .timeout = seconds(60)});
+  require(world->size() == 4, "expected a world of 4 ranks on two hosts, found ", world->size());
+  auto first_host = new_group({0, 1});
+  auto second_host = new_group({2, 3});
+  auto across = new_group({1, 2});
+  const std::shared_ptr<ProcessGroup>& host = world->rank() < 2 ? first_host : second_host;
+  require(world->backend_name() == "gloo", "the world spans two hosts, expected gloo, found ", world->backend_name());
+  require(host->backend_name() == "shm", "a group within one host: expected shm, found ", host->backend_name());
+  if (across)
+    require(across->backend_name() == "gloo", "a group across hosts: expected gloo, found ", across->backend_name());
+  for (ProcessGroup* pg : {world.get(), host.get(), across.get()}) {
+    if (pg == nullptr) continue;
+    Tensor t = rank_values(pg->rank(), 300001, kFloat32);
+    pg->all_reduce(t);
+    std::vector<double> expected(300001);
+    for (int64_t i = 0; i < 300001; ++i) expected[i] = reduced(ReduceOp::kSum, pg->size(), i);
+    check_values(t, expected, "all_reduce in group '" + pg->name() + "' on " + pg->backend_name());
+  }
+  world->barrier();
+  if (world->rank() == 0) say("the world and the group across hosts ran on gloo, the groups within a host on shm");
+  destroy_process_group();
+  return 0;
+}
+
 // --- DistributedDataParallel -------------------------------------------------------------
 
 constexpr int64_t kPerRank = 4;
@@ -645,6 +672,7 @@ int main(int argc, char** argv) {
                        {"rank_dies", rank_dies},
                        {"rank_leaves", rank_leaves},
                        {"shm_agreement", shm_agreement},
+                       {"hosts", hosts},
                        {"rank_stalls", rank_stalls},
                        {"ddp_gradients", ddp_gradients},
                        {"ddp_no_sync", ddp_no_sync},
