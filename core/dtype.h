@@ -4,23 +4,34 @@
 //     using T = typename decltype(tag)::type;   // float, double, int64_t or bool
 //     ...
 //   });
+//
+// float16 and bfloat16 are storage dtypes (core/half.h): tensors of them are made, viewed,
+// copied, converted, saved, sent and all-reduced, and computed on after ops::to(t, kFloat32).
+// dispatch_dtype refuses them, naming the op; the kernels that move data use
+// dispatch_storage_dtype, which includes them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
+#include "core/half.h"
 
 namespace distgrad {
 
-enum class DType : uint8_t { kFloat32, kFloat64, kInt64, kBool };
+// The values are the wire's (proto TensorMeta.dtype): new dtypes go at the end.
+enum class DType : uint8_t { kFloat32, kFloat64, kInt64, kBool, kFloat16, kBFloat16 };
 
 inline constexpr DType kFloat32 = DType::kFloat32;
 inline constexpr DType kFloat64 = DType::kFloat64;
 inline constexpr DType kInt64 = DType::kInt64;
 inline constexpr DType kBool = DType::kBool;
+inline constexpr DType kFloat16 = DType::kFloat16;
+inline constexpr DType kBFloat16 = DType::kBFloat16;
+inline constexpr DType kLastDType = DType::kBFloat16;
 
 constexpr size_t element_size(DType dtype) {
   switch (dtype) {
@@ -28,6 +39,8 @@ constexpr size_t element_size(DType dtype) {
     case DType::kFloat64: return 8;
     case DType::kInt64: return 8;
     case DType::kBool: return 1;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
   }
   return 0;
 }
@@ -38,11 +51,15 @@ constexpr const char* dtype_name(DType dtype) {
     case DType::kFloat64: return "float64";
     case DType::kInt64: return "int64";
     case DType::kBool: return "bool";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
   }
   return "unknown";
 }
 
+// The dtypes ops compute in (float16 and bfloat16 are storage dtypes, see above).
 constexpr bool is_floating(DType dtype) { return dtype == kFloat32 || dtype == kFloat64; }
+constexpr bool is_half(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
 
 inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
 
@@ -52,7 +69,9 @@ constexpr DType dtype_of() {
   else if constexpr (std::is_same_v<T, double>) return kFloat64;
   else if constexpr (std::is_same_v<T, int64_t>) return kInt64;
   else if constexpr (std::is_same_v<T, bool>) return kBool;
-  else static_assert(!sizeof(T), "distgrad tensors hold float, double, int64_t or bool");
+  else if constexpr (std::is_same_v<T, Float16>) return kFloat16;
+  else if constexpr (std::is_same_v<T, BFloat16>) return kBFloat16;
+  else static_assert(!sizeof(T), "distgrad tensors hold float, double, int64_t, bool, Float16 or BFloat16");
 }
 
 template <typename T>
@@ -60,7 +79,11 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls `fn(TypeTag<T>{})` with the C++ type of `dtype`.
+// The error of an op that does not compute in half precision.
+[[noreturn]] void fail_on_storage_dtype(DType dtype, const char* op);
+
+// Calls `fn(TypeTag<T>{})` with the C++ type of `dtype`; float16 and bfloat16 are an error
+// naming `op` (convert with ops::to(t, kFloat32) first).
 template <typename Fn>
 decltype(auto) dispatch_dtype(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {
@@ -68,8 +91,21 @@ decltype(auto) dispatch_dtype(DType dtype, const char* op, Fn&& fn) {
     case DType::kFloat64: return fn(TypeTag<double>{});
     case DType::kInt64: return fn(TypeTag<int64_t>{});
     case DType::kBool: return fn(TypeTag<bool>{});
+    case DType::kFloat16:
+    case DType::kBFloat16: fail_on_storage_dtype(dtype, op);
   }
   DISTGRAD_FAIL(op, ": unknown dtype ", static_cast<int>(dtype));
+}
+
+// Like dispatch_dtype, and float16 and bfloat16 too (as Float16 and BFloat16): for the kernels
+// that only move or convert elements (fill, copy).
+template <typename Fn>
+decltype(auto) dispatch_storage_dtype(DType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat16: return fn(TypeTag<Float16>{});
+    case DType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    default: return dispatch_dtype(dtype, op, std::forward<Fn>(fn));
+  }
 }
 
 // Like dispatch_dtype, but only for float32 and float64; other dtypes are an error naming `op`.

@@ -43,6 +43,8 @@ const char* safetensors_dtype_name(DType dtype) {
     case DType::kFloat64: return "F64";
     case DType::kInt64: return "I64";
     case DType::kBool: return "BOOL";
+    case DType::kFloat16: return "F16";
+    case DType::kBFloat16: return "BF16";
   }
   DISTGRAD_FAIL("safetensors: unknown dtype ", static_cast<int>(dtype));
 }
@@ -52,6 +54,8 @@ std::optional<DType> dtype_from_safetensors_name(const std::string& name) {
   if (name == "F64") return kFloat64;
   if (name == "I64") return kInt64;
   if (name == "BOOL") return kBool;
+  if (name == "F16") return kFloat16;
+  if (name == "BF16") return kBFloat16;
   return std::nullopt;
 }
 
@@ -290,7 +294,7 @@ TensorEntry parse_entry(const std::string& name, const Json& info, uint64_t buff
   const std::string& dtype_name = dtype.get_ref<const std::string&>();
   const std::optional<DType> parsed_dtype = dtype_from_safetensors_name(dtype_name);
   DISTGRAD_CHECK(parsed_dtype.has_value(), where, ": ", tensor, " has dtype ", shortened(dtype_name),
-                 ", which distgrad does not support (supported: F32, F64, I64 and BOOL)");
+                 ", which distgrad does not support (supported: F32, F64, I64, BOOL, F16 and BF16)");
   entry.dtype = *parsed_dtype;
 
   const Json& shape = field(info, "shape", where, tensor);

@@ -5,7 +5,7 @@
 // tensor name to {"dtype", "shape", "data_offsets"} (with an optional "__metadata__" object of
 // strings), then the tensors' bytes: row-major, little-endian, covering the buffer exactly.
 // Files written here load with the reference implementation (safetensors.torch / .numpy) and
-// the other way round, for the dtypes distgrad has: F32, F64, I64 and BOOL.
+// the other way round, for the dtypes distgrad has: F32, F64, I64, BOOL, F16 and BF16.
 //
 //   save_safetensors("model.safetensors", {{"w", w}, {"b", b}}, {{"step", "1000"}});
 //   SafetensorsContents checkpoint = load_safetensors("model.safetensors", Device::cuda());

@@ -127,7 +127,11 @@ namespace {
 // Formats every element once to find a common width, then prints nested brackets.
 class TensorPrinter {
  public:
-  explicit TensorPrinter(const Tensor& t) : host_(ops::contiguous(ops::to(t, Device::cpu()))), device_(t.device()) {
+  // Half-precision values print as the float32 values they are exactly.
+  explicit TensorPrinter(const Tensor& t)
+      : host_(ops::contiguous(ops::to(ops::to(t, Device::cpu()), is_half(t.dtype()) ? kFloat32 : t.dtype()))),
+        device_(t.device()),
+        dtype_(t.dtype()) {
     const int64_t n = host_.numel();
     summarize_ = n > kSummarizeAbove;
     dispatch_dtype(host_.dtype(), "print", [&](auto tag) {
@@ -158,7 +162,7 @@ class TensorPrinter {
       print_dim(out, 0, 0, 7);
     }
     if (!device_.is_cpu()) out << ", device=" << device_;
-    if (host_.dtype() != kFloat32) out << ", dtype=" << dtype_name(host_.dtype());
+    if (dtype_ != kFloat32) out << ", dtype=" << dtype_name(dtype_);
     out << ")";
   }
 
@@ -210,6 +214,7 @@ class TensorPrinter {
 
   Tensor host_;
   Device device_;
+  DType dtype_;
   size_t width_ = 0;
   bool summarize_ = false;
   bool scientific_ = false;

@@ -16,6 +16,7 @@
 #include <numeric>
 #include <utility>
 
+#include "core/copy.h"
 #include "core/error.h"
 #include "ddp/collective_backend.h"
 #include "ddp/collective_thread.h"
@@ -65,17 +66,34 @@ ReduceFunction reduce_function(ReduceOp op) {
   DISTGRAD_FAIL("gloo: unknown reduce op");
 }
 
-// Calls f(T{}) with T the C++ type of `dtype` (float32, float64 or int64: the group checked).
+// Calls f(T{}) with T the C++ type Gloo reduces `dtype` as (float32, float64 or int64; the
+// reducing collectives widen float16 and bfloat16 to float32 first: see reducible).
 template <typename F>
 void with_type(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kFloat32: f(float{}); return;
     case DType::kFloat64: f(double{}); return;
     case DType::kInt64: f(int64_t{}); return;
-    case DType::kBool: break;
+    case DType::kBool:
+    case DType::kFloat16:
+    case DType::kBFloat16: break;
   }
-  DISTGRAD_FAIL("gloo: unsupported dtype ", dtype_name(dtype));
+  DISTGRAD_FAIL("gloo: cannot reduce ", dtype_name(dtype), " tensors");
 }
+
+// Calls f(T{}) with a C++ type of `dtype`'s size, for the collectives that only move elements.
+template <typename F>
+void with_moved_type(DType dtype, F&& f) {
+  if (is_half(dtype)) {
+    f(uint16_t{});
+  } else {
+    with_type(dtype, std::forward<F>(f));
+  }
+}
+
+// Gloo reduces float16 only on some builds and bfloat16 not at all: the reducing collectives run
+// on a float32 copy of a half-precision tensor and round the result back (ops::copy_).
+Tensor reducible(const Tensor& tensor) { return is_half(tensor.dtype()) ? ops::to(tensor, kFloat32) : tensor; }
 
 // Divides `count` elements at `data` by `divisor` (kAvg after a sum).
 template <typename T>
@@ -120,18 +138,20 @@ class GlooBackend final : public CollectiveBackend {
   void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, const Launch& launch) override {
     enqueue(std::move(work), launch, [this, tensor, op] {
       if (tensor.numel() == 0) return;
-      with_type(tensor.dtype(), [&](auto zero) {
+      const Tensor target = reducible(tensor);
+      with_type(target.dtype(), [&](auto zero) {
         using T = decltype(zero);
-        all_reduce_in_place(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()), op);
-        if (op == ReduceOp::kAvg) divide(static_cast<T*>(tensor.data_ptr()), tensor.numel(), setup_.size);
+        all_reduce_in_place(static_cast<T*>(target.data_ptr()), static_cast<size_t>(target.numel()), op);
+        if (op == ReduceOp::kAvg) divide(static_cast<T*>(target.data_ptr()), target.numel(), setup_.size);
       });
+      if (is_half(tensor.dtype())) ops::copy_(tensor, target);
     });
   }
 
   void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, const Launch& launch) override {
     enqueue(std::move(work), launch, [this, tensor, root] {
       if (tensor.numel() == 0 || setup_.size == 1) return;
-      with_type(tensor.dtype(), [&](auto zero) {
+      with_moved_type(tensor.dtype(), [&](auto zero) {
         using T = decltype(zero);
         gloo::BroadcastOptions options(context_);
         options.setOutput(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
@@ -151,7 +171,7 @@ class GlooBackend final : public CollectiveBackend {
       const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
       const size_t element = input.element_size();
       if (total == 0) return;
-      with_type(input.dtype(), [&](auto zero) {
+      with_moved_type(input.dtype(), [&](auto zero) {
         using T = decltype(zero);
         std::vector<T> gathered(total);
         gloo::AllgathervOptions options(context_);
@@ -175,26 +195,15 @@ class GlooBackend final : public CollectiveBackend {
   void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, std::shared_ptr<Work> work,
                       const Launch& launch) override {
     enqueue(std::move(work), launch, [this, output, inputs, op] {
-      const size_t element = output.element_size();
-      size_t total = 0, offset_of_mine = 0;
-      for (size_t r = 0; r < inputs.size(); ++r) {
-        if (static_cast<int>(r) == setup_.rank) offset_of_mine = total;
-        total += static_cast<size_t>(inputs[r].numel());
+      if (is_half(output.dtype())) {  // on float32 copies (reducible), rounded back at the end
+        std::vector<Tensor> wide_inputs;
+        for (const Tensor& input : inputs) wide_inputs.push_back(reducible(input));
+        const Tensor wide_output = reducible(output);
+        reduce_scatter_in_place(wide_output, wide_inputs, op);
+        ops::copy_(output, wide_output);
+        return;
       }
-      if (total == 0) return;
-      with_type(output.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        std::vector<T> packed(total);
-        size_t offset = 0;
-        for (const Tensor& input : inputs) {
-          std::memcpy(packed.data() + offset, input.data_ptr(), input.numel() * element);
-          offset += input.numel();
-        }
-        all_reduce_in_place(packed.data(), total, op);
-        T* mine = packed.data() + offset_of_mine;
-        if (op == ReduceOp::kAvg) divide(mine, output.numel(), setup_.size);
-        std::memcpy(output.data_ptr(), mine, output.numel() * element);
-      });
+      reduce_scatter_in_place(output, inputs, op);
     });
   }
 
@@ -208,6 +217,30 @@ class GlooBackend final : public CollectiveBackend {
   }
 
  private:
+  // Reduce-scatter of float32, float64 or int64 tensors (Note [Reduce-scatter on Gloo]).
+  void reduce_scatter_in_place(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+    const size_t element = output.element_size();
+    size_t total = 0, offset_of_mine = 0;
+    for (size_t r = 0; r < inputs.size(); ++r) {
+      if (static_cast<int>(r) == setup_.rank) offset_of_mine = total;
+      total += static_cast<size_t>(inputs[r].numel());
+    }
+    if (total == 0) return;
+    with_type(output.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<T> packed(total);
+      size_t offset = 0;
+      for (const Tensor& input : inputs) {
+        std::memcpy(packed.data() + offset, input.data_ptr(), input.numel() * element);
+        offset += input.numel();
+      }
+      all_reduce_in_place(packed.data(), total, op);
+      T* mine = packed.data() + offset_of_mine;
+      if (op == ReduceOp::kAvg) divide(mine, output.numel(), setup_.size);
+      std::memcpy(output.data_ptr(), mine, output.numel() * element);
+    });
+  }
+
   // Runs `collective` in call order (Note [One thread per group]) after checking the signature.
   void enqueue(std::shared_ptr<Work> work, const Launch& launch, std::function<void()> collective) {
     thread_.submit(std::move(work), launch.caller_waits,

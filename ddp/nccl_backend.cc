@@ -52,6 +52,8 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::kFloat32: return ncclFloat32;
     case DType::kFloat64: return ncclFloat64;
     case DType::kInt64: return ncclInt64;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
     case DType::kBool: break;
   }
   DISTGRAD_FAIL("nccl: unsupported dtype ", dtype_name(dtype));

@@ -25,7 +25,7 @@ std::string shape_of(const Tensor& tensor) {
 void check_tensor(const Tensor& tensor, const char* op, const std::string& what) {
   DISTGRAD_CHECK(tensor.defined(), op, ": ", what, " is an undefined tensor");
   DISTGRAD_CHECK(tensor.dtype() != DType::kBool, op, ": ", what, " is a bool tensor; collectives take float32, ",
-                 "float64 or int64 tensors");
+                 "float64, int64, float16 or bfloat16 tensors");
   DISTGRAD_CHECK(tensor.is_contiguous(), op, ": ", what, " (", tensor.describe(), " with strides ",
                  shape_str(tensor.strides()), ") is not contiguous; pass ops::contiguous(tensor) and copy back");
 }
@@ -40,7 +40,7 @@ void check_like(const Tensor& tensor, const Tensor& reference, const char* op, c
 
 void check_reduce_op(const Tensor& tensor, ReduceOp op, const char* name) {
   DISTGRAD_CHECK(op != ReduceOp::kAvg || tensor.dtype() != DType::kInt64, name,
-                 ": avg needs a float32 or float64 tensor, found int64 (use sum and divide)");
+                 ": avg needs a floating-point tensor, found int64 (use sum and divide)");
 }
 
 // A hash of element counts, for CallSignature (Note [Checking that the ranks agree]).

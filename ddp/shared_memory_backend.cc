@@ -140,7 +140,7 @@ void reduce_into(T* out, const T* const* inputs, size_t count, size_t n, Combine
       for (size_t i = begin; i < end; ++i) block[i] = combine(block[i], c[i]);
     }
     if (divisor != T{1}) {
-      for (size_t i = begin; i < end; ++i) block[i] /= divisor;
+      for (size_t i = begin; i < end; ++i) block[i] = static_cast<T>(block[i] / divisor);
     }
   }
 }
@@ -148,17 +148,15 @@ void reduce_into(T* out, const T* const* inputs, size_t count, size_t n, Combine
 // reduce_into with `op` (kAvg divides the sum by `ranks`).
 template <typename T>
 void reduce_with(ReduceOp op, T* out, const T* const* inputs, size_t count, size_t n, int ranks) {
+  // Float16 and BFloat16 combine in float and round each partial result back.
+  const auto sum = [](T a, T b) { return static_cast<T>(a + b); };
   const T one{1};
   switch (op) {
-    case ReduceOp::kSum:
-      return reduce_into(
-          out, inputs, count, n, [](T a, T b) { return a + b; }, one);
-    case ReduceOp::kAvg:
-      return reduce_into(
-          out, inputs, count, n, [](T a, T b) { return a + b; }, static_cast<T>(ranks));
+    case ReduceOp::kSum: return reduce_into(out, inputs, count, n, sum, one);
+    case ReduceOp::kAvg: return reduce_into(out, inputs, count, n, sum, static_cast<T>(ranks));
     case ReduceOp::kProduct:
       return reduce_into(
-          out, inputs, count, n, [](T a, T b) { return a * b; }, one);
+          out, inputs, count, n, [](T a, T b) { return static_cast<T>(a * b); }, one);
     case ReduceOp::kMax:
       return reduce_into(
           out, inputs, count, n, [](T a, T b) { return a < b ? b : a; }, one);
@@ -170,7 +168,7 @@ void reduce_with(ReduceOp op, T* out, const T* const* inputs, size_t count, size
 
 // Reduces `n` elements of `dtype` at byte `offset` of every input into `out`.
 void reduce(DType dtype, ReduceOp op, void* out, const std::vector<const uint8_t*>& inputs, size_t offset, size_t n) {
-  dispatch_dtype(dtype, "shared-memory reduce", [&](auto tag) {
+  dispatch_storage_dtype(dtype, "shared-memory reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {
       DISTGRAD_FAIL("shared-memory reduce: bool tensors are not reduced");

@@ -90,7 +90,7 @@ Device device_from_wire(int32_t type, int32_t index) {
 }
 
 DType dtype_from_wire(int32_t dtype) {
-  if (dtype < 0 || dtype > static_cast<int32_t>(DType::kBool)) {
+  if (dtype < 0 || dtype > static_cast<int32_t>(kLastDType)) {
     throw CodecError("invalid dtype " + std::to_string(dtype));
   }
   return static_cast<DType>(dtype);

@@ -31,7 +31,7 @@ bool is_nan(T value) {
 }
 
 void fill(const Tensor& out, double value) {
-  dispatch_dtype(out.dtype(), "fill", [&](auto tag) {
+  dispatch_storage_dtype(out.dtype(), "fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T typed = static_cast<T>(value);
     T* data = static_cast<T*>(out.data_ptr());
@@ -47,9 +47,9 @@ void fill(const Tensor& out, double value) {
 }
 
 void copy(const Tensor& out, const Tensor& in) {
-  dispatch_dtype(out.dtype(), "copy", [&](auto out_tag) {
+  dispatch_storage_dtype(out.dtype(), "copy", [&](auto out_tag) {
     using Out = typename decltype(out_tag)::type;
-    dispatch_dtype(in.dtype(), "copy", [&](auto in_tag) {
+    dispatch_storage_dtype(in.dtype(), "copy", [&](auto in_tag) {
       using In = typename decltype(in_tag)::type;
       map_unary<Out, In>(out, in, [](In x) { return static_cast<Out>(x); });
     });

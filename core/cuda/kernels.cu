@@ -282,7 +282,7 @@ struct Select {
 };
 
 void fill(const Tensor& out, double value) {
-  dispatch_dtype(out.dtype(), "fill", [&](auto tag) {
+  dispatch_storage_dtype(out.dtype(), "fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_elementwise<T>("fill", out, Constant<T>{static_cast<T>(value)}, {});
   });
@@ -300,9 +300,9 @@ void copy(const Tensor& out, const Tensor& in) {
         cudaMemcpyAsync(out.data_ptr(), in.data_ptr(), nbytes, cudaMemcpyDeviceToDevice, launch.stream()));
     return;
   }
-  dispatch_dtype(out.dtype(), "copy", [&](auto out_tag) {
+  dispatch_storage_dtype(out.dtype(), "copy", [&](auto out_tag) {
     using Out = typename decltype(out_tag)::type;
-    dispatch_dtype(in.dtype(), "copy", [&](auto in_tag) {
+    dispatch_storage_dtype(in.dtype(), "copy", [&](auto in_tag) {
       using In = typename decltype(in_tag)::type;
       launch_elementwise<Out, In>("copy", out, Convert<Out, In>{}, {&in});
     });

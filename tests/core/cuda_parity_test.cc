@@ -120,6 +120,12 @@ std::vector<ParityCase> all_cases() {
     copy_(y, t(x[0]));
     return std::vector{to(y, kFloat64), contiguous(t(x[0]))};
   });
+  add_case("half_conversions", {{5, 7}}, [](In x) {
+    const Tensor big = mul(x[0], 3e4);  // past float16's range in places
+    return std::vector{to(to(big, kFloat16), kFloat64), to(to(big, kBFloat16), kFloat64),
+                       to(contiguous(t(to(x[0], kFloat16))), kFloat32), to(to(to(x[0], kBFloat16), kFloat16), kFloat64),
+                       to(full({3}, 0.1, {.dtype = kFloat16, .device = x[0].device()}), kFloat32)};
+  });
   add_case("views", {{4, 6}}, [](In x) {
     return std::vector{contiguous(slice(x[0], 1, 1, 6, 2)), contiguous(expand(narrow(x[0], 0, 1, 1), {3, 6})),
                        reshape(t(x[0]), {-1}), contiguous(permute(reshape(x[0], {2, 2, 6}), {2, 0, 1}))};

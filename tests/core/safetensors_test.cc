@@ -78,6 +78,9 @@ NamedTensors every_kind_of_tensor() {
       {"ids", from_vector<int64_t>(
                   {std::numeric_limits<int64_t>::min(), -1, 0, 9007199254740993, std::numeric_limits<int64_t>::max()})},
       {"mask", from_vector<bool>({true, false, false, true, true, false, true, false}, {2, 2, 2})},
+      {"half",
+       ops::to(from_vector<float>({1.5f, -0.0f, 65504.0f, static_cast<float>(inf), 6e-8f, 0.1f}, {3, 2}), kFloat16)},
+      {"brain", ops::to(from_vector<float>({1.5f, -0.0f, 3e38f, static_cast<float>(-inf), 1e-30f}), kBFloat16)},
       {"scale", scalar_tensor(0.5)},
       {"step", scalar_tensor(1234, {.dtype = kInt64})},
       {"done", scalar_tensor(1, {.dtype = kBool})},
@@ -353,13 +356,23 @@ TEST(Safetensors, RejectsEntriesWithMissingOrMistypedFields) {
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesNamingThem) {
-  for (const char* dtype : {"F16", "BF16", "I32", "U8", "I8", "F8_E4M3", "complex"}) {
+  for (const char* dtype : {"I32", "U8", "I8", "F8_E4M3", "complex"}) {
     SCOPED_TRACE(dtype);
-    const std::string message =
-        "tensor 't' has dtype "s + dtype + ", which distgrad does not support (supported: F32, F64, I64 and BOOL)";
+    const std::string message = "tensor 't' has dtype "s + dtype +
+                                ", which distgrad does not support (supported: F32, F64, I64, BOOL, F16 and BF16)";
     expect_rejected(file_with_entry(R"({"dtype":")"s + dtype + R"(","shape":[2],"data_offsets":[0,4]})", "abcd"),
                     message.c_str());
   }
+}
+
+// Half-precision entries written by hand: their bytes are binary16 and bfloat16 as stored.
+TEST(Safetensors, ReadsFloat16AndBFloat16Entries) {
+  const std::string f16 = file_with_entry(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})",
+                                          std::string("\x00\x3c\x00\xc0", 4));  // 1.0, -2.0
+  EXPECT_EQ(testing::values(deserialize_safetensors(f16).tensors.at(0).second), (std::vector<double>{1, -2}));
+  const std::string bf16 = file_with_entry(R"({"dtype":"BF16","shape":[2],"data_offsets":[0,4]})",
+                                           std::string("\x80\x3f\x40\xc0", 4));  // 1.0, -3.0
+  EXPECT_EQ(testing::values(deserialize_safetensors(bf16).tensors.at(0).second), (std::vector<double>{1, -3}));
 }
 
 TEST(Safetensors, RejectsNegativeAndOverflowingShapes) {

@@ -87,6 +87,38 @@ void check_same_bits_everywhere(ProcessGroup& pg, const Tensor& tensor, const st
   }
 }
 
+// float16 and bfloat16: reduced in float and rounded back, moved as they are (the values are
+// small integers and halves, exact in both).
+void check_half_collectives(ProcessGroup& pg) {
+  const int rank = pg.rank(), size = pg.size();
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+      check_all_reduce(pg, dtype, op, 7);
+    }
+    Tensor many = ones({300001}, {.dtype = dtype});  // several chunks
+    pg.all_reduce(many);
+    require(ops::min(ops::to(many, kFloat32)).item<double>() == size &&
+                ops::max(ops::to(many, kFloat32)).item<double>() == size,
+            "all_reduce of 300001 ones in ", dtype_name(dtype), ": not every element is ", size);
+    Tensor tensor = rank_values(rank, 5, dtype);
+    pg.broadcast(tensor, size - 1);
+    check_values(tensor, rank_values(size - 1, 5, kFloat64).to_vector<double>(), "broadcast of halves");
+    std::vector<Tensor> gathered;
+    for (int r = 0; r < size; ++r) gathered.push_back(zeros({r + 1}, {.dtype = dtype}));
+    pg.all_gather(gathered, rank_values(rank, rank + 1, dtype));
+    for (int r = 0; r < size; ++r) {
+      check_values(gathered[r], rank_values(r, r + 1, kFloat64).to_vector<double>(), str("all_gather of halves ", r));
+    }
+    std::vector<Tensor> shares;
+    for (int j = 0; j < size; ++j) shares.push_back(rank_values(rank, j + 2, dtype));
+    Tensor mine = zeros({rank + 2}, {.dtype = dtype});
+    pg.reduce_scatter(mine, shares, ReduceOp::kSum);
+    std::vector<double> expected(rank + 2);
+    for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(ReduceOp::kSum, size, i);
+    check_values(mine, expected, str("reduce_scatter of ", dtype_name(dtype)));
+  }
+}
+
 // Tensors of several megabytes (many chunks of the shared-memory backend's slots, many Gloo
 // segments), with sizes that differ between ranks where the collective allows it.
 void check_large_collectives(ProcessGroup& pg) {
@@ -166,6 +198,7 @@ void check_collectives(ProcessGroup& pg) {
   for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(ReduceOp::kMax, size, i);
   check_values(mine_max, expected, "reduce_scatter(max) share");
 
+  check_half_collectives(pg);
   pg.barrier();
   check_large_collectives(pg);
 
@@ -188,7 +221,7 @@ void check_collectives(ProcessGroup& pg) {
 void check_argument_errors(ProcessGroup& pg) {
   expect_error("a transposed tensor", "not contiguous", [&] { pg.all_reduce(ops::t(zeros({2, 3}))); });
   expect_error("a bool tensor", "bool tensor", [&] { pg.all_reduce(zeros({2}, {.dtype = kBool})); });
-  expect_error("avg of int64", "avg needs a float32 or float64 tensor, found int64",
+  expect_error("avg of int64", "avg needs a floating-point tensor, found int64",
                [&] { pg.all_reduce(zeros({2}, {.dtype = kInt64}), ReduceOp::kAvg); });
   expect_error("a root outside the group", "root 99 is not a rank", [&] { pg.broadcast(zeros({2}), 99); });
   expect_error("too few outputs", "expected one output per rank",

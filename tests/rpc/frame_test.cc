@@ -44,17 +44,24 @@ TEST(Frame, RoundTripsHeaderPayloadAndTensors) {
   const Tensor scalar = scalar_tensor(3.5, {.dtype = kFloat32});
   const Tensor empty_tensor = zeros({0, 4});
   const Tensor flags = from_vector<bool>({true, false});
-  const Built built = build({ops::t(a), b, scalar, empty_tensor, flags});
+  const Tensor halves = ops::to(from_vector<float>({0.5f, -65504.0f, 0.1f}), kFloat16);
+  const Tensor brains = ops::to(from_vector<float>({1e30f, -0.0f}), kBFloat16);
+  const Built built = build({ops::t(a), b, scalar, empty_tensor, flags, halves, brains});
   wire::CallHeader header;
   const DecodedFrame frame = decode_frame(message_of(flatten(built.message)), header);
   EXPECT_EQ(header.function(), "f");
   EXPECT_EQ(frame.payload, "payload");
-  ASSERT_EQ(frame.tensors.size(), 5u);
+  ASSERT_EQ(frame.tensors.size(), 7u);
   EXPECT_TRUE(ops::equal(frame.tensors[0], ops::t(a)));
   EXPECT_TRUE(ops::equal(frame.tensors[1], b));
   EXPECT_TRUE(ops::equal(frame.tensors[2], scalar));
   EXPECT_EQ(frame.tensors[3].sizes(), (Shape{0, 4}));
   EXPECT_TRUE(ops::equal(frame.tensors[4], flags));
+  for (size_t i : {5u, 6u}) {  // half precision: same dtype, same bits
+    const Tensor& sent = i == 5 ? halves : brains;
+    EXPECT_EQ(frame.tensors[i].dtype(), sent.dtype());
+    EXPECT_TRUE(ops::equal(ops::to(frame.tensors[i], kFloat32), ops::to(sent, kFloat32)));
+  }
 }
 
 TEST(Frame, TensorsArrivingInOneSliceAreNotCopied) {
