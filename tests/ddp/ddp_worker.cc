@@ -643,17 +643,21 @@ int nccl() {
   const Device gpu = Device::cuda(rpc::world_info().local_rank);
   auto pg = init_process_group({.timeout = seconds(60)});
   const int rank = pg->rank(), size = pg->size();
-  for (DType dtype : {kFloat32, kFloat64, kInt64}) {
+  for (DType dtype : {kFloat32, kFloat64, kInt64, kFloat16, kBFloat16}) {
+    // Half precision: 7 elements, so every value is exact in both formats.
+    const int64_t n = is_half(dtype) ? 7 : 1001;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
-      if (op == ReduceOp::kAvg && dtype == kInt64) continue;
-      Tensor tensor = ops::to(rank_values(rank, 1001, dtype), gpu);
+      if ((op == ReduceOp::kAvg && dtype == kInt64) || (op == ReduceOp::kProduct && is_half(dtype))) continue;
+      Tensor tensor = ops::to(rank_values(rank, n, dtype), gpu);
       pg->all_reduce(tensor, op);
-      std::vector<double> expected(1001);
-      for (int64_t i = 0; i < 1001; ++i) expected[i] = reduced(op, size, i);
+      std::vector<double> expected(n);
+      for (int64_t i = 0; i < n; ++i) expected[i] = reduced(op, size, i);
       check_values(tensor, expected, str("NCCL all_reduce(", to_string(op), ") of ", dtype_name(dtype)));
     }
   }
-  require(pg->backend_name() == "gloo+nccl", "backend_name: expected gloo+nccl, found ", pg->backend_name());
+  const std::string expected_backend = std::string(std::getenv("DISTGRAD_SHM") != nullptr ? "gloo" : "shm") + "+nccl";
+  require(pg->backend_name() == expected_backend, "backend_name: expected ", expected_backend, ", found ",
+          pg->backend_name());
   Tensor broadcast = ops::to(rank_values(rank, 5, kFloat64), gpu);
   pg->broadcast(broadcast, size - 1);
   check_values(broadcast, rank_values(size - 1, 5, kFloat64).to_vector<double>(), "NCCL broadcast");
