@@ -5,6 +5,8 @@
 // fill, collectives, safetensors, the RPC wire) and computes in float32 or float64: other ops
 // refuse them, naming the dtype (dispatch_dtype in core/dtype.h). Conversions from float round
 // to nearest, ties to even, as PyTorch's and CUDA's do; NaN stays NaN and overflow becomes inf.
+// float64 and int64 convert through float, as in PyTorch (so a float64 just off a tie can round
+// the other way than a direct conversion would).
 //
 //   Float16 h(0.1f);            // the nearest binary16: 0.0999755859375
 //   float back = h;             // exact

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,14 +42,14 @@ struct GroupSetup {
 // backend compares the ranks' signatures before it sends anything (Note [Checking that the ranks
 // agree] in ddp/gloo_backend.cc; for free in ddp/shared_memory_backend.cc).
 using CallSignature = std::array<int64_t, 4>;
-// A signature to check before the collective, or nullopt to skip the check.
-using Verify = std::optional<CallSignature>;
-
 // How the group launches one collective.
 struct Launch {
-  // First check that every rank passed this signature (a backend that cannot be crashed by a
-  // mismatch may ignore it; NCCL's watchdog times such a collective out).
-  Verify verify;
+  // What every rank must pass alike to this collective.
+  CallSignature signature{};
+  // Whether to compare the signatures where that costs a round trip (Gloo; ProcessGroupOptions::
+  // check_calls). The shared-memory backend compares them always, for free; NCCL's watchdog times
+  // a mismatched collective out instead.
+  bool check = false;
   // The caller waits for the Work right away (a blocking call): a CPU backend may run the
   // collective on the caller's thread (Note [One thread per group]).
   bool caller_waits = false;

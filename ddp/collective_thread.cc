@@ -20,7 +20,12 @@ void CollectiveThread::submit(std::shared_ptr<Work> work, bool caller_waits, std
   Task task{std::move(work), std::move(collective)};
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    if (!caller_waits || running_ || stopping_ || !queue_.empty()) {
+    if (stopping_) {  // the thread may be gone: nothing would run it
+      task.work->finish(std::make_exception_ptr(
+          Error(task.work->description() + " did not run: the process group is being destroyed")));
+      return;
+    }
+    if (!caller_waits || running_ || !queue_.empty()) {
       queue_.push_back(std::move(task));
       queue_changed_.notify_all();
       return;
@@ -46,6 +51,9 @@ void CollectiveThread::execute(Task& task) {
     task.work->finish(std::make_exception_ptr(Error(task.work->description() + " failed: " + error.what())));
   } catch (const std::exception& error) {
     first_failure_ = task.work->description() + " failed: " + explain_(error.what());
+    task.work->finish(std::make_exception_ptr(Error(first_failure_)));
+  } catch (...) {
+    first_failure_ = task.work->description() + " failed: an exception that is not a std::exception";
     task.work->finish(std::make_exception_ptr(Error(first_failure_)));
   }
 }

@@ -243,11 +243,10 @@ class GlooBackend final : public CollectiveBackend {
 
   // Runs `collective` in call order (Note [One thread per group]) after checking the signature.
   void enqueue(std::shared_ptr<Work> work, const Launch& launch, std::function<void()> collective) {
-    thread_.submit(std::move(work), launch.caller_waits,
-                   [this, verify = launch.verify, collective = std::move(collective)] {
-                     if (verify) check_signature(*verify);
-                     collective();
-                   });
+    thread_.submit(std::move(work), launch.caller_waits, [this, launch, collective = std::move(collective)] {
+      if (launch.check) check_signature(launch.signature);
+      collective();
+    });
   }
 
   // Note [Checking that the ranks agree]: one all-reduce (max) of the signature and its

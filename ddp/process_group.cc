@@ -149,8 +149,7 @@ std::shared_ptr<Work> ProcessGroup::new_work(std::string what) const {
 }
 
 Launch ProcessGroup::launch(CallSignature signature, CallCheck check, bool caller_waits) const {
-  if (!options_.check_calls || check == CallCheck::kSkip || size() == 1) return {std::nullopt, caller_waits};
-  return {signature, caller_waits};
+  return {signature, options_.check_calls && check != CallCheck::kSkip && size() > 1, caller_waits};
 }
 
 // The blocking forms wait at once, so a CPU backend may run them on this thread.
@@ -244,7 +243,7 @@ std::shared_ptr<Work> ProcessGroup::start_reduce_scatter(const Tensor& output, c
 
 std::shared_ptr<Work> ProcessGroup::start_barrier(bool caller_waits) {
   auto work = new_work("barrier");
-  const Launch barrier_launch{std::nullopt, caller_waits};
+  const Launch barrier_launch = launch({5, 0, 0, 0}, CallCheck::kSkip, caller_waits);
   if (cpu_) {
     cpu_->barrier(work, barrier_launch);
   } else {

@@ -18,9 +18,11 @@
 //     copies a chunk of its input in and the others' out. reduce_scatter: every rank copies a
 //     chunk of its concatenated inputs in and reduces the part of it in its own share. barrier:
 //     one round with nothing in it.
-// The first round of a collective also carries the rank's CallSignature (in its control block,
-// by round parity like the slots): every rank compares all of them before it reads any data, so
-// ranks that passed different sizes fail alike, and the check costs nothing.
+// The first round of every collective (barriers too) also carries the rank's CallSignature (in
+// its control block, by round parity like the slots): every rank compares all of them before it
+// reads any data, so ranks that passed different sizes, or called different collectives, fail
+// alike, and the check costs nothing. Half-precision reductions compute in float, in rank order,
+// and round once.
 //
 // Waiting. A rank waits for another's post by spinning for up to kSpin (the other is usually
 // about to post), then sleeping on its futex word (a poster wakes sleepers only when there are
@@ -121,48 +123,51 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
 // Whether round `posted` is at or after `round` (round numbers wrap).
 bool has_reached(uint32_t posted, uint32_t round) { return static_cast<int32_t>(posted - round) >= 0; }
 
-// out[i] = op over inputs[0..count)[i], in that order, for i < n (then divided by `divisor` for
-// kAvg). `out` may not overlap the inputs.
+// The type a reduction of T computes in: float for the half-precision types, T otherwise.
+template <typename T>
+using ComputeType = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
+
+// out[i] = op over inputs[0..count)[i], in that order, for i < n, divided by `divisor` (kAvg),
+// computed in Compute and rounded to T once per element. `out` may not overlap the inputs.
 template <typename T, typename Combine>
-void reduce_into(T* out, const T* const* inputs, size_t count, size_t n, Combine combine, T divisor) {
+void reduce_into(T* out, const T* const* inputs, size_t count, size_t n, Combine combine, ComputeType<T> divisor) {
+  using Compute = ComputeType<T>;
+  Compute block[kReduceBlock];  // the output block, in the L1 cache across the ranks' inputs
   for (size_t begin = 0; begin < n; begin += kReduceBlock) {
-    const size_t end = std::min(n, begin + kReduceBlock);
-    T* __restrict block = out;
-    if (count == 1) {
-      std::memcpy(block + begin, inputs[0] + begin, (end - begin) * sizeof(T));
-    } else {
-      const T* __restrict a = inputs[0];
-      const T* __restrict b = inputs[1];
-      for (size_t i = begin; i < end; ++i) block[i] = combine(a[i], b[i]);
+    const size_t length = std::min(kReduceBlock, n - begin);
+    const T* __restrict first = inputs[0] + begin;
+    for (size_t i = 0; i < length; ++i) block[i] = static_cast<Compute>(first[i]);
+    for (size_t k = 1; k < count; ++k) {
+      const T* __restrict next = inputs[k] + begin;
+      for (size_t i = 0; i < length; ++i) block[i] = combine(block[i], static_cast<Compute>(next[i]));
     }
-    for (size_t k = 2; k < count; ++k) {
-      const T* __restrict c = inputs[k];
-      for (size_t i = begin; i < end; ++i) block[i] = combine(block[i], c[i]);
+    if (divisor != Compute{1}) {
+      for (size_t i = 0; i < length; ++i) block[i] /= divisor;
     }
-    if (divisor != T{1}) {
-      for (size_t i = begin; i < end; ++i) block[i] = static_cast<T>(block[i] / divisor);
-    }
+    T* __restrict result = out + begin;
+    for (size_t i = 0; i < length; ++i) result[i] = static_cast<T>(block[i]);
   }
 }
 
-// reduce_into with `op` (kAvg divides the sum by `ranks`).
+// reduce_into with `op` (kAvg divides the sum by `ranks`; kMax and kMin propagate NaN, as
+// PyTorch's do).
 template <typename T>
 void reduce_with(ReduceOp op, T* out, const T* const* inputs, size_t count, size_t n, int ranks) {
-  // Float16 and BFloat16 combine in float and round each partial result back.
-  const auto sum = [](T a, T b) { return static_cast<T>(a + b); };
-  const T one{1};
+  using Compute = ComputeType<T>;
+  const auto sum = [](Compute a, Compute b) { return a + b; };
+  const Compute one{1};
   switch (op) {
     case ReduceOp::kSum: return reduce_into(out, inputs, count, n, sum, one);
-    case ReduceOp::kAvg: return reduce_into(out, inputs, count, n, sum, static_cast<T>(ranks));
+    case ReduceOp::kAvg: return reduce_into(out, inputs, count, n, sum, static_cast<Compute>(ranks));
     case ReduceOp::kProduct:
       return reduce_into(
-          out, inputs, count, n, [](T a, T b) { return static_cast<T>(a * b); }, one);
+          out, inputs, count, n, [](Compute a, Compute b) { return a * b; }, one);
     case ReduceOp::kMax:
       return reduce_into(
-          out, inputs, count, n, [](T a, T b) { return a < b ? b : a; }, one);
+          out, inputs, count, n, [](Compute a, Compute b) { return b > a || b != b ? b : a; }, one);
     case ReduceOp::kMin:
       return reduce_into(
-          out, inputs, count, n, [](T a, T b) { return b < a ? b : a; }, one);
+          out, inputs, count, n, [](Compute a, Compute b) { return b < a || b != b ? b : a; }, one);
   }
 }
 
@@ -180,6 +185,11 @@ void reduce(DType dtype, ReduceOp op, void* out, const std::vector<const uint8_t
   });
 }
 
+// memcpy that allows null pointers for 0 bytes (0-element tensors may have no data).
+void copy_bytes(void* destination, const void* source, size_t bytes) {
+  if (bytes > 0) std::memcpy(destination, source, bytes);
+}
+
 size_t bytes_of(const Tensor& tensor) { return static_cast<size_t>(tensor.numel()) * tensor.element_size(); }
 
 // The first element of rank `rank`'s slice when `n` elements are shared by `ranks` ranks
@@ -192,11 +202,23 @@ size_t slice_begin(size_t n, int rank, int ranks) {
 // One rank of the group as this process sees it: its control block and slots (in this process's
 // segment or a mapping of the rank's), and how to tell that its process exited.
 struct Rank {
+  Rank() = default;
+  Rank(Rank&& other) noexcept
+      : pid(other.pid),
+        mapping(std::move(other.mapping)),
+        control(other.control),
+        slots(other.slots),
+        pidfd(std::exchange(other.pidfd, -1)) {}
+  Rank& operator=(Rank&&) = delete;
+  ~Rank() {
+    if (pidfd >= 0) ::close(pidfd);
+  }
+
   int64_t pid = 0;
   std::unique_ptr<MappedSegment> mapping;  // null for this process's own rank
   Control* control = nullptr;
   uint8_t* slots = nullptr;
-  int pidfd = -1;  // -1: this rank, or pidfd_open failed (then kill(pid, 0) tells)
+  int pidfd = -1;  // owned; -1: this rank, or pidfd_open failed (then kill(pid, 0) tells)
 
   bool exited() const {
     if (pidfd >= 0) {
@@ -222,15 +244,12 @@ class SharedMemoryBackend final : public CollectiveBackend {
     Control& mine = *ranks_[setup_.rank].control;
     mine.state.store(kLeft);
     futex_wake_all(&mine.posted);
-    for (Rank& rank : ranks_) {
-      if (rank.pidfd >= 0) ::close(rank.pidfd);
-    }
   }
 
   const char* name() const override { return "shm"; }
 
   void all_reduce(const Tensor& tensor, ReduceOp op, std::shared_ptr<Work> work, const Launch& launch) override {
-    run(std::move(work), launch.caller_waits, [this, tensor, op, verify = launch.verify] {
+    run(std::move(work), launch.caller_waits, [this, tensor, op, signature = launch.signature] {
       if (size() == 1) return;
       const size_t element = tensor.element_size();
       const size_t n = static_cast<size_t>(tensor.numel());
@@ -239,8 +258,8 @@ class SharedMemoryBackend final : public CollectiveBackend {
       for (size_t begin = 0; begin == 0 || begin < n; begin += chunk) {
         const size_t count = std::min(chunk, n - begin);
         const uint32_t round = next_round();
-        std::memcpy(slot(setup_.rank, round), data + begin * element, count * element);
-        exchange(round, begin == 0 ? verify : std::nullopt);
+        copy_bytes(slot(setup_.rank, round), data + begin * element, count * element);
+        exchange(round, begin == 0 ? &signature : nullptr);
         if (size() == 2 || count * element * static_cast<size_t>(size()) <= kWholeChunkReduceBytes) {
           reduce(tensor.dtype(), op, data + begin * element, slots(round), 0, count);
           continue;
@@ -251,50 +270,49 @@ class SharedMemoryBackend final : public CollectiveBackend {
         const size_t mine_end = slice_begin(count, setup_.rank + 1, size());
         uint8_t* out = data + begin * element;
         reduce(tensor.dtype(), op, out + mine * element, slots(round), mine * element, mine_end - mine);
-        std::memcpy(slot(setup_.rank, gather) + mine * element, out + mine * element, (mine_end - mine) * element);
-        exchange(gather, std::nullopt);
+        copy_bytes(slot(setup_.rank, gather) + mine * element, out + mine * element, (mine_end - mine) * element);
+        exchange(gather, nullptr);
         for (int r = 0; r < size(); ++r) {
           if (r == setup_.rank) continue;
           const size_t first = slice_begin(count, r, size()), end = slice_begin(count, r + 1, size());
-          std::memcpy(out + first * element, slot(r, gather) + first * element, (end - first) * element);
+          copy_bytes(out + first * element, slot(r, gather) + first * element, (end - first) * element);
         }
       }
     });
   }
 
   void broadcast(const Tensor& tensor, int root, std::shared_ptr<Work> work, const Launch& launch) override {
-    run(std::move(work), launch.caller_waits, [this, tensor, root, verify = launch.verify] {
+    run(std::move(work), launch.caller_waits, [this, tensor, root, signature = launch.signature] {
       if (size() == 1) return;
       auto* data = static_cast<uint8_t*>(tensor.data_ptr());
       const size_t bytes = bytes_of(tensor);
       for (size_t begin = 0; begin == 0 || begin < bytes; begin += chunk_bytes_) {
         const size_t count = std::min(chunk_bytes_, bytes - begin);
         const uint32_t round = next_round();
-        if (setup_.rank == root) std::memcpy(slot(root, round), data + begin, count);
-        exchange(round, begin == 0 ? verify : std::nullopt);
-        if (setup_.rank != root) std::memcpy(data + begin, slot(root, round), count);
+        if (setup_.rank == root) copy_bytes(slot(root, round), data + begin, count);
+        exchange(round, begin == 0 ? &signature : nullptr);
+        if (setup_.rank != root) copy_bytes(data + begin, slot(root, round), count);
       }
     });
   }
 
   void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, std::shared_ptr<Work> work,
                   const Launch& launch) override {
-    run(std::move(work), launch.caller_waits, [this, outputs, input, verify = launch.verify] {
+    run(std::move(work), launch.caller_waits, [this, outputs, input, signature = launch.signature] {
       const auto* mine = static_cast<const uint8_t*>(input.data_ptr());
       if (outputs[setup_.rank].data_ptr() != input.data_ptr()) {
-        std::memmove(outputs[setup_.rank].data_ptr(), mine, bytes_of(input));
+        if (bytes_of(input) > 0) std::memmove(outputs[setup_.rank].data_ptr(), mine, bytes_of(input));
       }
       size_t largest = 0;
       for (const Tensor& output : outputs) largest = std::max(largest, bytes_of(output));
       for (size_t begin = 0; begin == 0 || begin < largest; begin += chunk_bytes_) {
         const uint32_t round = next_round();
-        std::memcpy(slot(setup_.rank, round), mine + std::min(begin, bytes_of(input)),
-                    chunk_of(bytes_of(input), begin));
-        exchange(round, begin == 0 ? verify : std::nullopt);
+        copy_bytes(slot(setup_.rank, round), mine + std::min(begin, bytes_of(input)), chunk_of(bytes_of(input), begin));
+        exchange(round, begin == 0 ? &signature : nullptr);
         for (int r = 0; r < size(); ++r) {
           if (r == setup_.rank) continue;
           const size_t count = chunk_of(bytes_of(outputs[r]), begin);
-          if (count > 0) std::memcpy(static_cast<uint8_t*>(outputs[r].data_ptr()) + begin, slot(r, round), count);
+          if (count > 0) copy_bytes(static_cast<uint8_t*>(outputs[r].data_ptr()) + begin, slot(r, round), count);
         }
       }
     });
@@ -302,7 +320,7 @@ class SharedMemoryBackend final : public CollectiveBackend {
 
   void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, std::shared_ptr<Work> work,
                       const Launch& launch) override {
-    run(std::move(work), launch.caller_waits, [this, output, inputs, op, verify = launch.verify] {
+    run(std::move(work), launch.caller_waits, [this, output, inputs, op, signature = launch.signature] {
       // Byte offsets of each rank's share in the concatenated inputs.
       const size_t element = output.element_size();
       std::vector<size_t> offsets{0};
@@ -318,11 +336,11 @@ class SharedMemoryBackend final : public CollectiveBackend {
         for (size_t r = 0; r < inputs.size(); ++r) {
           const size_t from = std::max(begin, offsets[r]), to = std::min(end, offsets[r + 1]);
           if (from < to) {
-            std::memcpy(destination + (from - begin),
-                        static_cast<const uint8_t*>(inputs[r].data_ptr()) + (from - offsets[r]), to - from);
+            copy_bytes(destination + (from - begin),
+                       static_cast<const uint8_t*>(inputs[r].data_ptr()) + (from - offsets[r]), to - from);
           }
         }
-        exchange(round, begin == 0 ? verify : std::nullopt);
+        exchange(round, begin == 0 ? &signature : nullptr);
         const size_t from = std::max(begin, share_begin), to = std::min(end, share_end);
         if (from < to) {
           reduce(output.dtype(), op, out + (from - share_begin), slots(round), from - begin, (to - from) / element);
@@ -332,7 +350,8 @@ class SharedMemoryBackend final : public CollectiveBackend {
   }
 
   void barrier(std::shared_ptr<Work> work, const Launch& launch) override {
-    run(std::move(work), launch.caller_waits, [this] { exchange(next_round(), std::nullopt); });
+    run(std::move(work), launch.caller_waits,
+        [this, signature = launch.signature] { exchange(next_round(), &signature); });
   }
 
  private:
@@ -369,16 +388,17 @@ class SharedMemoryBackend final : public CollectiveBackend {
     });
   }
 
-  // Posts `round` (with `verify`'s signature when set), waits until every rank has, and checks
-  // that the signatures agree.
-  void exchange(uint32_t round, const Verify& verify) {
-    if (verify) mine().signatures[round % 2] = *verify;
+  // Posts `round` (with the collective's signature on its first round), waits until every rank
+  // has, and then checks that every rank passed the same signature (Note [Shared-memory
+  // collectives]: every rank sees every signature, so all fail alike).
+  void exchange(uint32_t round, const CallSignature* signature) {
+    if (signature != nullptr) mine().signatures[round % 2] = *signature;
     mine().posted.store(round);
     if (mine().sleepers.load() != 0) futex_wake_all(&mine().posted);
     for (int r = 0; r < size(); ++r) {
       if (r != setup_.rank) wait_for(r, round);
     }
-    if (!verify) return;
+    if (signature == nullptr) return;
     for (size_t field = 0; field < CallSignature{}.size(); ++field) {
       for (const Rank& rank : ranks_) {
         if (rank.control->signatures[round % 2][field] != ranks_[0].control->signatures[round % 2][field]) {
@@ -532,12 +552,7 @@ std::unique_ptr<CollectiveBackend> make_shared_memory_backend(const GroupSetup& 
   }
   const std::vector<std::string> results = exchange_through_store(setup, "mapped", mapped);
   const bool everyone_mapped = std::all_of(results.begin(), results.end(), [](const auto& r) { return r == "ok"; });
-  if (!everyone_mapped) {
-    for (Rank& rank : ranks) {
-      if (rank.pidfd >= 0) ::close(rank.pidfd);
-    }
-    return nullptr;
-  }
+  if (!everyone_mapped) return nullptr;
   size_t chunk_bytes = kSlotBytes;
   for (const Card& card : cards) chunk_bytes = std::min(chunk_bytes, card.chunk_bytes);
   return std::make_unique<SharedMemoryBackend>(setup, std::move(segment), std::move(ranks), chunk_bytes);

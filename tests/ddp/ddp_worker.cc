@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <thread>
@@ -95,6 +96,11 @@ void check_half_collectives(ProcessGroup& pg) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
       check_all_reduce(pg, dtype, op, 7);
     }
+    // Near float16's largest value: the sum must not overflow before the division.
+    const double big = ops::to(full({1}, 40000.0, {.dtype = dtype}), kFloat64).item<double>();
+    Tensor average = full({3}, 40000.0, {.dtype = dtype});
+    pg.all_reduce(average, ReduceOp::kAvg);
+    check_values(average, {big, big, big}, str("all_reduce(avg) of ", dtype_name(dtype), " near 65504"));
     Tensor many = ones({300001}, {.dtype = dtype});  // several chunks
     pg.all_reduce(many);
     require(ops::min(ops::to(many, kFloat32)).item<double>() == size &&
@@ -201,6 +207,13 @@ void check_collectives(ProcessGroup& pg) {
   check_half_collectives(pg);
   pg.barrier();
   check_large_collectives(pg);
+  if (pg.backend_name() == "shm") {  // max and min propagate NaN from any rank (Gloo's keep the first operand's)
+    Tensor with_nan = full({2}, rank);
+    if (rank == size - 1) with_nan = from_vector<float>({NAN, 1.0f});
+    pg.all_reduce(with_nan, ReduceOp::kMax);
+    require(std::isnan(with_nan.at<float>({0})) && with_nan.at<float>({1}) == std::max(1, size - 2),
+            "all_reduce(max) with a NaN from the last rank: ", with_nan);
+  }
 
   // Async: queued in order, finished in order, results as the blocking forms give.
   std::vector<Tensor> tensors;
@@ -315,6 +328,15 @@ int mismatched_sizes() {
   expect_error("all_gather with outputs of different sizes", "the same element counts",
                [&] { pg->all_gather(outputs, ones({2})); });
   Tensor same = ones({5});
+  if (pg->backend_name() == "shm") {  // signatures are free here: every collective is checked, barriers too
+    expect_error("a barrier against an all_reduce", "the ranks did not pass the same collective", [&] {
+      if (pg->rank() == 0) {
+        pg->barrier();
+      } else {
+        pg->all_reduce(same);
+      }
+    });
+  }
   pg->all_reduce(same);  // the group is still usable
   check_values(same, std::vector<double>(5, pg->size()), "all_reduce after the mismatches");
   return 0;
