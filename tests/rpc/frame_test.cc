@@ -1,6 +1,7 @@
 // Frames: round trips of calls and replies, and every way a received message can be wrong.
 #include "rpc/frame.h"
 
+#include <cstring>
 #include <random>
 
 #include "core/ops.h"
@@ -73,6 +74,30 @@ TEST(Frame, TensorsArrivingInOneSliceAreNotCopied) {
   const std::string bytes = flatten(built.message);  // one slice: the tensor is at an offset
   const DecodedFrame copied = decode_frame(message_of(bytes), header);
   EXPECT_TRUE(ops::equal(copied.tensors[0], a));
+}
+
+// call_socket reads a small reply into one grpc::Slice(n), which gRPC inlines (n <= 23 bytes:
+// the bytes live inside the grpc_slice struct). A tensor must not view those bytes: they belong
+// to the decoder's copy of the slice, freed when decode_frame returns.
+TEST(Frame, TensorsInAnInlinedSliceOutliveTheDecoder) {
+  for (size_t padding = 0; padding < 4; ++padding) {  // one of these leaves the float aligned
+    wire::ReplyHeader header;
+    const std::string payload(1 + padding, 'p');
+    header.set_payload_bytes(payload.size());
+    std::vector<WireTensor> wire = {{scalar_tensor(3.5, {.dtype = kFloat32}), Device::cpu()}};
+    describe_tensor(wire[0], header.add_tensors());
+    const std::string bytes = flatten(encode_frame(header, payload, wire));
+    ASSERT_LE(bytes.size(), size_t{GRPC_SLICE_INLINED_SIZE});
+    grpc::Slice slice(bytes.size());  // as call_socket's read_body
+    ASSERT_EQ(slice.c_slice().refcount, nullptr);
+    std::memcpy(const_cast<uint8_t*>(slice.begin()), bytes.data(), bytes.size());
+    wire::ReplyHeader decoded;
+    const DecodedFrame frame = decode_frame(grpc::ByteBuffer(&slice, 1), decoded);
+    for (int i = 0; i < 16; ++i) {  // reuse the memory the decoder freed
+      std::vector<grpc::Slice> junk(1, grpc::Slice(std::string(20, '\xff')));
+    }
+    EXPECT_EQ(frame.tensors[0].item<float>(), 3.5f) << "padding " << padding;
+  }
 }
 
 TEST(Frame, MalformedMessagesAreErrorsNamingTheProblem) {
