@@ -13,6 +13,14 @@ namespace distgrad::rpc {
 namespace {
 
 // Reads bytes in order across the slices of a message.
+// Whether `slice` keeps its bytes inside the object itself (an inlined slice). Not
+// slice.c_slice().refcount: c_slice() takes a reference the caller must drop.
+bool holds_bytes_inline(const grpc::Slice& slice) {
+  const auto object = reinterpret_cast<uintptr_t>(&slice);
+  const auto bytes = reinterpret_cast<uintptr_t>(slice.begin());
+  return bytes >= object && bytes < object + sizeof slice;
+}
+
 class SliceReader {
  public:
   explicit SliceReader(const grpc::ByteBuffer& message) {
@@ -43,14 +51,14 @@ class SliceReader {
   }
 
   // `size` bytes as CPU memory: a view of the current slice when they lie in it, suitably
-  // aligned for `alignment`; else null (the caller copies with read()). An inlined slice (no
-  // refcount: gRPC keeps up to GRPC_SLICE_INLINED_SIZE bytes inside the grpc_slice itself, as
-  // call_socket's read_body gets for a small reply) is never viewed: its bytes live in slices_,
-  // which dies with this reader, and a copy of the slice copies them elsewhere.
+  // aligned for `alignment`; else null (the caller copies with read()). An inlined slice (gRPC
+  // keeps up to GRPC_SLICE_INLINED_SIZE bytes inside the grpc_slice itself, as call_socket's
+  // read_body gets for a small reply) is never viewed: its bytes live in slices_, which dies with
+  // this reader, and a copy of the slice copies them elsewhere.
   std::shared_ptr<grpc::Slice> view(size_t size, size_t alignment, const uint8_t** data) {
     skip_empty_slices();
     if (index_ >= slices_.size() || slices_[index_].size() - offset_ < size) return nullptr;
-    if (slices_[index_].c_slice().refcount == nullptr) return nullptr;
+    if (holds_bytes_inline(slices_[index_])) return nullptr;
     const uint8_t* start = slices_[index_].begin() + offset_;
     if (reinterpret_cast<uintptr_t>(start) % alignment != 0) return nullptr;
     *data = start;
