@@ -11,16 +11,6 @@ run=$1 worker=$2
 export SIM_PREFIX=dgddp- SIM_SUBNET=10.231.11
 # shellcheck source=../two_netns_hosts.sh
 source "$(dirname "$0")/../two_netns_hosts.sh"
-status=0
-for node in 0 1; do
-  timeout 90 "$hosts" exec "node$((node + 1))" env DISTGRAD_TOKEN="$token" OMP_NUM_THREADS=1 "$run" --nnodes 2 \
-    --node-rank "$node" --master-addr "$SIM_SUBNET.1" --master-port 29500 --nproc-per-node 2 --run-id ddp-hosts \
-    "$worker" hosts >"$out/node$node.log" 2>&1 &
-  eval "pid$node=$!"
-done
-wait "$pid0" || status=$?
-wait "$pid1" || status=$?
-for node in 0 1; do sed "s/^/node$node| /" "$out/node$node.log"; done
-[ "$status" = 0 ] || { echo "FAIL: a launcher exited with $status"; exit 1; }
-grep -q 'the groups within a host on shm' "$out/node0.log" || { echo "FAIL: rank 0 did not finish its checks"; exit 1; }
+run_on_both_hosts ddp-hosts "$run" "$worker" hosts
+grep -q 'the groups within a host on shm' "$out/ddp-hosts.node0.log" || { echo "FAIL: rank 0 did not finish its checks"; exit 1; }
 echo "groups within a host ran on shared memory, groups across hosts on Gloo"

@@ -14,17 +14,7 @@ source "$(dirname "$0")/../two_netns_hosts.sh"
 # both logs; fails unless both launchers exit 0 and rank 0 reached all 4 workers.
 run_job() {
   local name=$1 mode=$2; shift 2
-  local node status=0
-  for node in 0 1; do
-    timeout 90 "$hosts" exec "node$((node + 1))" env DISTGRAD_TOKEN="$token" "$run" --nnodes 2 --node-rank "$node" \
-      --master-addr "$SIM_SUBNET.1" --master-port 29500 --nproc-per-node 2 --run-id "$name" "$@" "$worker" "$mode" \
-      >"$out/$name.node$node.log" 2>&1 &
-    eval "pid$node=$!"
-  done
-  wait "$pid0" || status=$?
-  wait "$pid1" || status=$?
-  for node in 0 1; do sed "s/^/$name node$node| /" "$out/$name.node$node.log"; done
-  [ "$status" = 0 ] || { echo "FAIL: $name: a launcher exited with $status"; exit 1; }
+  run_on_both_hosts "$name" "$run" "$@" "$worker" "$mode"
   grep -q '^\[0\] all 4 workers answered$' "$out/$name.node0.log" \
     || { echo "FAIL: $name: rank 0 did not reach all 4 workers"; exit 1; }
 }

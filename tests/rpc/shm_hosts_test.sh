@@ -11,17 +11,7 @@ run=$1 worker=$2
 export SIM_PREFIX=dgshm- SIM_SUBNET=10.231.9
 # shellcheck source=../two_netns_hosts.sh
 source "$(dirname "$0")/../two_netns_hosts.sh"
-status=0
-for node in 0 1; do
-  timeout 90 "$hosts" exec "node$((node + 1))" env DISTGRAD_TOKEN="$token" "$run" --nnodes 2 --node-rank "$node" \
-    --master-addr "$SIM_SUBNET.1" --master-port 29500 --nproc-per-node 2 --run-id shm-hosts "$worker" hosts \
-    >"$out/node$node.log" 2>&1 &
-  eval "pid$node=$!"
-done
-wait "$pid0" || status=$?
-wait "$pid1" || status=$?
-for node in 0 1; do sed "s/^/node$node| /" "$out/node$node.log"; done
-[ "$status" = 0 ] || { echo "FAIL: a launcher exited with $status"; exit 1; }
-grep -q 'same-host peers used shared memory and the Unix socket, the others TCP and gRPC' "$out/node0.log" \
+run_on_both_hosts shm-hosts "$run" "$worker" hosts
+grep -q 'same-host peers used shared memory and the Unix socket, the others TCP and gRPC' "$out/shm-hosts.node0.log" \
   || { echo "FAIL: rank 0 did not finish its checks"; exit 1; }
 echo "rank 0 reached worker1 through shared memory and the Unix socket, workers 2 and 3 over TCP and gRPC"
