@@ -53,11 +53,10 @@ int64_t counts_hash(const std::vector<Tensor>& tensors) {
   return static_cast<int64_t>(hash >> 1);
 }
 
-// Whether a 0/1 variable of the environment is set to 0.
+// Whether a 0/1 switch of the environment is set to 0.
 bool switched_off(const char* name) {
-  const std::string text = rpc::getenv_or(name, "");
-  DISTGRAD_CHECK(text.empty() || text == "0" || text == "1", "process group: ", name, "=", text, " is not 0 or 1");
-  return text == "0";
+  const std::optional<bool> on = rpc::getenv_switch(name, "process group");
+  return on.has_value() && !*on;
 }
 
 std::mutex default_group_mutex;

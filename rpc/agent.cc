@@ -95,11 +95,9 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
-// A 0/1 switch from the environment, when set.
+// Sets `value` from a 0/1 switch of the environment, when set.
 void read_switch(const char* name, bool* value) {
-  const std::string text = getenv_or(name, "");
-  DISTGRAD_CHECK(text.empty() || text == "0" || text == "1", "init_rpc: ", name, "=", text, " is not 0 or 1");
-  if (!text.empty()) *value = text == "1";
+  if (std::optional<bool> on = getenv_switch(name, "init_rpc")) *value = *on;
 }
 
 // The options with the fast paths' variables applied (RpcOptions, "The environment overrides").

@@ -248,6 +248,13 @@ std::string getenv_or(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
+std::optional<bool> getenv_switch(const char* name, std::string_view who) {
+  const std::string text = getenv_or(name, "");
+  DISTGRAD_CHECK(text.empty() || text == "0" || text == "1", who, ": ", name, "=", text, " is not 0 or 1");
+  if (text.empty()) return std::nullopt;
+  return text == "1";
+}
+
 WorldInfo read_world_info(const EnvLookup& getenv) {
   Environment env(getenv);
   WorldInfo info;

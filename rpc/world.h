@@ -43,6 +43,10 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
 // The value of environment variable `name`, or `fallback` when it is unset or empty.
 std::string getenv_or(const char* name, const std::string& fallback);
 
+// A 0/1 switch from the environment: nullopt when `name` is unset or empty; throws
+// distgrad::Error "WHO: NAME=VALUE is not 0 or 1" for any other value.
+std::optional<bool> getenv_switch(const char* name, std::string_view who);
+
 // The world of this process, read from the environment on the first call and cached
 // (thread-safe). Throws distgrad::Error on a bad value (and again on the next call).
 const WorldInfo& world_info();

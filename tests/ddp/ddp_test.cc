@@ -15,15 +15,17 @@
 namespace distgrad::rpc::testing {
 namespace {
 
-std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_size) {
+std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_size,
+                                        const Environment& extra_env = {}) {
   WorldOptions options;
   options.env = {{"OMP_NUM_THREADS", "1"}};
+  options.env.insert(extra_env.begin(), extra_env.end());
   options.timeout = std::chrono::seconds(120);
   return run_world(DISTGRAD_DDP_WORKER, {scenario}, world_size, options);
 }
 
-void expect_scenario(const std::string& scenario, int world_size) {
-  const std::vector<ProcessResult> results = run_scenario(scenario, world_size);
+void expect_scenario(const std::string& scenario, int world_size, const Environment& extra_env = {}) {
+  const std::vector<ProcessResult> results = run_scenario(scenario, world_size, extra_env);
   for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << "\n" << describe(results);
 }
 
@@ -72,6 +74,10 @@ TEST(CollectiveFailures, RanksPassingDifferentSizesDtypesOrRootsFailAlikeAndTheG
 TEST(CollectiveFailures, ARankThatNeverJoinsFailsTheOthersAtTheTimeout) { expect_scenario("rank_stalls", 2); }
 
 TEST(CollectiveFailures, ARankThatDestroysItsGroupFailsTheOthersBeforeTheTimeout) { expect_scenario("rank_leaves", 2); }
+
+TEST(SharedMemory, ABadSwitchInTheEnvironmentIsRefusedNamingIt) {
+  expect_scenario("bad_switch", 1, {{"DISTGRAD_SHM", "yes"}});
+}
 
 // Only the default variant can check the choice (".gloo" turns shared memory off everywhere).
 TEST(SharedMemory, OnlyWhenEveryRankOffersIt) {

@@ -88,10 +88,41 @@ void check_same_bits_everywhere(ProcessGroup& pg, const Tensor& tensor, const st
   }
 }
 
+// broadcast of 5 elements of `dtype` from the last rank.
+void check_broadcast(ProcessGroup& pg, DType dtype) {
+  Tensor tensor = rank_values(pg.rank(), 5, dtype);
+  pg.broadcast(tensor, pg.size() - 1);
+  check_values(tensor, rank_values(pg.size() - 1, 5, kFloat64).to_vector<double>(),
+               str("broadcast of ", dtype_name(dtype), " from the last rank"));
+}
+
+// all_gather with uneven sizes: rank r sends r + 1 elements of `dtype` (rank 0 of a world of 1 too).
+void check_uneven_all_gather(ProcessGroup& pg, DType dtype) {
+  std::vector<Tensor> gathered;
+  for (int r = 0; r < pg.size(); ++r) gathered.push_back(zeros({r + 1}, {.dtype = dtype}));
+  pg.all_gather(gathered, rank_values(pg.rank(), pg.rank() + 1, dtype));
+  for (int r = 0; r < pg.size(); ++r) {
+    check_values(gathered[r], rank_values(r, r + 1, kFloat64).to_vector<double>(),
+                 str("all_gather of ", dtype_name(dtype), ", output ", r));
+  }
+}
+
+// reduce_scatter with uneven shares of `dtype`: share j has j + 2 elements.
+void check_uneven_reduce_scatter(ProcessGroup& pg, DType dtype, ReduceOp op) {
+  const int rank = pg.rank();
+  std::vector<Tensor> shares;
+  for (int j = 0; j < pg.size(); ++j) shares.push_back(rank_values(rank, j + 2, dtype));
+  Tensor mine = zeros({rank + 2}, {.dtype = dtype});
+  pg.reduce_scatter(mine, shares, op);
+  std::vector<double> expected(rank + 2);
+  for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(op, pg.size(), i);
+  check_values(mine, expected, str("reduce_scatter(", to_string(op), ") of ", dtype_name(dtype)));
+}
+
 // float16 and bfloat16: reduced in float and rounded back, moved as they are (the values are
 // small integers and halves, exact in both).
 void check_half_collectives(ProcessGroup& pg) {
-  const int rank = pg.rank(), size = pg.size();
+  const int size = pg.size();
   for (DType dtype : {kFloat16, kBFloat16}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
       check_all_reduce(pg, dtype, op, 7);
@@ -106,22 +137,9 @@ void check_half_collectives(ProcessGroup& pg) {
     require(ops::min(ops::to(many, kFloat32)).item<double>() == size &&
                 ops::max(ops::to(many, kFloat32)).item<double>() == size,
             "all_reduce of 300001 ones in ", dtype_name(dtype), ": not every element is ", size);
-    Tensor tensor = rank_values(rank, 5, dtype);
-    pg.broadcast(tensor, size - 1);
-    check_values(tensor, rank_values(size - 1, 5, kFloat64).to_vector<double>(), "broadcast of halves");
-    std::vector<Tensor> gathered;
-    for (int r = 0; r < size; ++r) gathered.push_back(zeros({r + 1}, {.dtype = dtype}));
-    pg.all_gather(gathered, rank_values(rank, rank + 1, dtype));
-    for (int r = 0; r < size; ++r) {
-      check_values(gathered[r], rank_values(r, r + 1, kFloat64).to_vector<double>(), str("all_gather of halves ", r));
-    }
-    std::vector<Tensor> shares;
-    for (int j = 0; j < size; ++j) shares.push_back(rank_values(rank, j + 2, dtype));
-    Tensor mine = zeros({rank + 2}, {.dtype = dtype});
-    pg.reduce_scatter(mine, shares, ReduceOp::kSum);
-    std::vector<double> expected(rank + 2);
-    for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(ReduceOp::kSum, size, i);
-    check_values(mine, expected, str("reduce_scatter of ", dtype_name(dtype)));
+    check_broadcast(pg, dtype);
+    check_uneven_all_gather(pg, dtype);
+    check_uneven_reduce_scatter(pg, dtype, ReduceOp::kSum);
   }
 }
 
@@ -171,38 +189,14 @@ void check_collectives(ProcessGroup& pg) {
   check_all_reduce(pg, kFloat32, ReduceOp::kSum, 0);
   check_all_reduce(pg, kFloat32, ReduceOp::kSum, 300001);  // several Gloo segments
 
-  for (DType dtype : {kFloat64, kInt64}) {
-    Tensor tensor = rank_values(rank, 5, dtype);
-    pg.broadcast(tensor, size - 1);
-    check_values(tensor, rank_values(size - 1, 5, kFloat64).to_vector<double>(), "broadcast from the last rank");
-  }
+  for (DType dtype : {kFloat64, kInt64}) check_broadcast(pg, dtype);
   Tensor nothing = zeros({0, 3});
   pg.broadcast(nothing, 0);
-
-  // all_gather with uneven sizes: rank r sends r + 1 elements (rank 0 of a world of 1 too).
-  std::vector<Tensor> gathered;
-  for (int r = 0; r < size; ++r) gathered.push_back(zeros({r + 1}, {.dtype = kInt64}));
-  pg.all_gather(gathered, rank_values(rank, rank + 1, kInt64));
-  for (int r = 0; r < size; ++r) {
-    check_values(gathered[r], rank_values(r, r + 1, kFloat64).to_vector<double>(), str("all_gather output ", r));
-  }
+  check_uneven_all_gather(pg, kInt64);
   std::vector<Tensor> empty_gathered(size, zeros({0}));
   pg.all_gather(empty_gathered, zeros({0}));
-
-  // reduce_scatter with uneven shares: share j has j + 2 elements.
-  std::vector<Tensor> shares;
-  for (int j = 0; j < size; ++j) shares.push_back(rank_values(rank, j + 2, kFloat64));
-  Tensor mine = zeros({rank + 2}, {.dtype = kFloat64});
-  pg.reduce_scatter(mine, shares, ReduceOp::kSum);
-  std::vector<double> expected(rank + 2);
-  for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(ReduceOp::kSum, size, i);
-  check_values(mine, expected, "reduce_scatter share");
-  Tensor mine_max = zeros({rank + 2}, {.dtype = kInt64});
-  std::vector<Tensor> int_shares;
-  for (int j = 0; j < size; ++j) int_shares.push_back(rank_values(rank, j + 2, kInt64));
-  pg.reduce_scatter(mine_max, int_shares, ReduceOp::kMax);
-  for (int64_t i = 0; i < rank + 2; ++i) expected[i] = reduced(ReduceOp::kMax, size, i);
-  check_values(mine_max, expected, "reduce_scatter(max) share");
+  check_uneven_reduce_scatter(pg, kFloat64, ReduceOp::kSum);
+  check_uneven_reduce_scatter(pg, kInt64, ReduceOp::kMax);
 
   check_half_collectives(pg);
   pg.barrier();
@@ -442,6 +436,13 @@ int hosts() {
   world->barrier();
   if (world->rank() == 0) say("the world and the group across hosts ran on gloo, the groups within a host on shm");
   destroy_process_group();
+  return 0;
+}
+
+// DISTGRAD_SHM=yes in the environment (tests/ddp/ddp_test.cc sets it): init_process_group
+// refuses it, naming the variable.
+int bad_switch() {
+  expect_error("DISTGRAD_SHM=yes", "process group: DISTGRAD_SHM=yes is not 0 or 1", [] { init_process_group(); });
   return 0;
 }
 
@@ -732,6 +733,7 @@ int main(int argc, char** argv) {
                        {"rank_leaves", rank_leaves},
                        {"shm_agreement", shm_agreement},
                        {"hosts", hosts},
+                       {"bad_switch", bad_switch},
                        {"rank_stalls", rank_stalls},
                        {"ddp_gradients", ddp_gradients},
                        {"ddp_no_sync", ddp_no_sync},

@@ -144,7 +144,11 @@ std::vector<std::string> environment_of(int rank, int world_size, int port, cons
   }
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
-    if (!is_launcher_variable(*entry)) environment.emplace_back(*entry);
+    const std::string_view setting(*entry);
+    // A variable the world sets replaces the parent's (getenv would find the first of two).
+    if (!is_launcher_variable(*entry) && !variables.contains(std::string(setting.substr(0, setting.find('='))))) {
+      environment.emplace_back(*entry);
+    }
   }
   for (const auto& [name, value] : variables) environment.push_back(name + "=" + value);
   return environment;
