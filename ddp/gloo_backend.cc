@@ -281,7 +281,7 @@ class GlooBackend final : public CollectiveBackend {
   const GroupSetup setup_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
-  uint32_t tag_ = 0;         // only the group's thread reads and writes it
+  uint32_t tag_ = 0;         // only the running collective (Note [One thread per group])
   CollectiveThread thread_;  // last: its thread stops first
 };
 

@@ -300,18 +300,19 @@ class SharedMemoryBackend final : public CollectiveBackend {
                   const Launch& launch) override {
     run(std::move(work), launch.caller_waits, [this, outputs, input, signature = launch.signature] {
       const auto* mine = static_cast<const uint8_t*>(input.data_ptr());
-      if (outputs[setup_.rank].data_ptr() != input.data_ptr()) {
-        if (bytes_of(input) > 0) std::memmove(outputs[setup_.rank].data_ptr(), mine, bytes_of(input));
+      const size_t my_bytes = bytes_of(input);
+      if (outputs[setup_.rank].data_ptr() != mine && my_bytes > 0) {
+        std::memmove(outputs[setup_.rank].data_ptr(), mine, my_bytes);
       }
       size_t largest = 0;
       for (const Tensor& output : outputs) largest = std::max(largest, bytes_of(output));
       for (size_t begin = 0; begin == 0 || begin < largest; begin += chunk_bytes_) {
         const uint32_t round = next_round();
-        copy_bytes(slot(setup_.rank, round), mine + std::min(begin, bytes_of(input)), chunk_of(bytes_of(input), begin));
+        copy_bytes(slot(setup_.rank, round), mine + std::min(begin, my_bytes), chunk_of(my_bytes, begin));
         exchange(round, begin == 0 ? &signature : nullptr);
         for (int r = 0; r < size(); ++r) {
           if (r == setup_.rank) continue;
-          const size_t count = chunk_of(bytes_of(outputs[r]), begin);
+          const size_t count = chunk_of(bytes_of(outputs[r]), begin);  // 0: no pointer past an empty tensor
           if (count > 0) copy_bytes(static_cast<uint8_t*>(outputs[r].data_ptr()) + begin, slot(r, round), count);
         }
       }
@@ -453,11 +454,12 @@ class SharedMemoryBackend final : public CollectiveBackend {
   }
 
   const GroupSetup setup_;
-  const size_t chunk_bytes_;                  // moved per round (Note [Chunk size]); the ranks agreed on it
-  const std::unique_ptr<Segment> segment_;    // this rank's control block and slots
-  std::vector<Rank> ranks_;                   // by group rank; ranks_[rank].mapping is null
-  uint32_t round_ = 0;                        // only the group's thread reads and writes it
-  Clock::time_point deadline_;                // of the running collective; only the group's thread
+  const size_t chunk_bytes_;                // moved per round (Note [Chunk size]); the ranks agreed on it
+  const std::unique_ptr<Segment> segment_;  // this rank's control block and slots
+  std::vector<Rank> ranks_;                 // by group rank; ranks_[rank].mapping is null
+  // Only the running collective reads and writes these (Note [One thread per group]).
+  uint32_t round_ = 0;
+  Clock::time_point deadline_;                // of the running collective
   std::unique_ptr<CollectiveThread> thread_;  // last: reset first (see the destructor)
 };
 
