@@ -75,6 +75,10 @@ TEST(CollectiveFailures, ARankThatNeverJoinsFailsTheOthersAtTheTimeout) { expect
 
 TEST(CollectiveFailures, ARankThatDestroysItsGroupFailsTheOthersBeforeTheTimeout) { expect_scenario("rank_leaves", 2); }
 
+TEST(SharedMemory, OffWhenTheRanksAreTakenForOtherHosts) {
+  expect_scenario("same_host_off", 2, {{"DISTGRAD_SAME_HOST", "0"}});
+}
+
 TEST(SharedMemory, ABadSwitchInTheEnvironmentIsRefusedNamingIt) {
   expect_scenario("bad_switch", 1, {{"DISTGRAD_SHM", "yes"}});
 }

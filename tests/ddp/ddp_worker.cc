@@ -439,6 +439,18 @@ int hosts() {
   return 0;
 }
 
+// DISTGRAD_SAME_HOST=0 in the environment (tests/ddp/ddp_test.cc sets it): every rank is taken
+// for another host, so the group runs on Gloo, and its all-reduce still sums.
+int same_host_off() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(60)});
+  require(pg->backend_name() == "gloo", "with DISTGRAD_SAME_HOST=0: expected gloo, found ", pg->backend_name());
+  Tensor t = ones({3});
+  pg->all_reduce(t);
+  check_values(t, std::vector<double>(3, pg->size()), "all_reduce with DISTGRAD_SAME_HOST=0");
+  destroy_process_group();
+  return 0;
+}
+
 // DISTGRAD_SHM=yes in the environment (tests/ddp/ddp_test.cc sets it): init_process_group
 // refuses it, naming the variable.
 int bad_switch() {
@@ -734,6 +746,7 @@ int main(int argc, char** argv) {
                        {"shm_agreement", shm_agreement},
                        {"hosts", hosts},
                        {"bad_switch", bad_switch},
+                       {"same_host_off", same_host_off},
                        {"rank_stalls", rank_stalls},
                        {"ddp_gradients", ddp_gradients},
                        {"ddp_no_sync", ddp_no_sync},
