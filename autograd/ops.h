@@ -60,6 +60,8 @@ Tensor cos(const Tensor& t);
 Tensor tanh(const Tensor& t);
 Tensor sigmoid(const Tensor& t);
 Tensor relu(const Tensor& t);
+// ReLU's backward from its output (differentiable in grad, for double backward).
+Tensor relu_backward(const Tensor& grad, const Tensor& result);
 Tensor gelu(const Tensor& t);
 Tensor erf(const Tensor& t);
 // The gradient is passed where min <= t <= max, zero elsewhere.
@@ -199,6 +201,9 @@ Tensor outer(const Tensor& a, const Tensor& b);
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const ops::Conv2dOptions& options = {});
 ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options);
+// max_pool2d's backward (differentiable in grad_output, for double backward).
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
+                           const ops::Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const ops::Pool2dOptions& options);
 Tensor im2col(const Tensor& input, const ops::Im2colOptions& options);
 Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const ops::Im2colOptions& options);

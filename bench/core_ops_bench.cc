@@ -98,14 +98,15 @@ void BM_MaxPool2d(benchmark::State& state) {
 BENCHMARK(BM_MaxPool2d)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Max-pool's backward: the output's gradient added at the argmax positions of a zero image.
-void BM_MaxPool2dBackwardScatter(benchmark::State& state) {
+void BM_MaxPool2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);
-  const ops::ValuesIndices pooled = ops::max_pool2d(x, {.kernel_size = {2, 2}});
-  const dg::Tensor grad = dg::randn({64, 32, 14 * 14}), index = ops::reshape(pooled.indices, {64, 32, 14 * 14});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::scatter_add(dg::zeros({64, 32, 28 * 28}), 2, index, grad));
+  const ops::Pool2dOptions options{.kernel_size = {2, 2}};
+  const ops::ValuesIndices pooled = ops::max_pool2d(x, options);
+  const dg::Tensor grad = dg::randn(pooled.values.sizes());
+  for (auto _ : state) benchmark::DoNotOptimize(ops::max_pool2d_backward(grad, pooled.indices, kActivation, options));
   state.SetBytesProcessed(state.iterations() * x.numel() * sizeof(float));
 }
-BENCHMARK(BM_MaxPool2dBackwardScatter)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MaxPool2dBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The second conv's columns (3 x 3, padding 1) of the pooled [64, 32, 14, 14] activation, and back.
 void BM_Im2col(benchmark::State& state) {

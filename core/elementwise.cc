@@ -125,6 +125,10 @@ Tensor div(const Tensor& a, double b) { return scalar_op(BinaryOp::kDiv, "div", 
 Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kPow, "pow", a, b); }
 Tensor pow(const Tensor& a, double exponent) { return scalar_op(BinaryOp::kPow, "pow", a, exponent); }
 Tensor pow(double base, const Tensor& exponent) { return scalar_op(BinaryOp::kPow, "pow", exponent, base, true); }
+Tensor relu_backward(const Tensor& grad, const Tensor& result) {
+  return binary_op(BinaryOp::kReluBackward, "relu_backward", grad, result);
+}
+
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMaximum, "maximum", a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMinimum, "minimum", a, b); }
 

@@ -43,6 +43,9 @@ Tensor cos(const Tensor& t);
 Tensor tanh(const Tensor& t);
 Tensor sigmoid(const Tensor& t);
 Tensor relu(const Tensor& t);
+// ReLU's backward from its output: grad where result > 0 (or NaN), else 0 (PyTorch's
+// threshold_backward at 0).
+Tensor relu_backward(const Tensor& grad, const Tensor& result);
 // The exact GELU, x * Phi(x).
 Tensor gelu(const Tensor& t);
 Tensor erf(const Tensor& t);

@@ -30,6 +30,7 @@ enum class BinaryOp {
   kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
   kEq, kNe, kLt, kLe, kGt, kGe,  // comparisons write a bool output
   kLogicalAnd, kLogicalOr,       // bool inputs and output
+  kReluBackward,                 // a, but 0 where b <= 0: ReLU's gradient a through its output b
 };
 // clang-format on
 
@@ -103,6 +104,11 @@ struct DeviceKernels {
   void (*col2im)(const Tensor& image, const Tensor& col, const Window2d& window);
   // Max over each window (padding never wins); indices are flat positions in the H*W plane.
   void (*max_pool2d)(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& window);
+  // The adjoint of max_pool2d: contiguous NCHW `grad_input` (all of it written) gets at each
+  // position the sum, in output order, of the contiguous `grad_output` entries whose `indices`
+  // name it, 0 elsewhere. Returns how many indices lie outside their plane (those are skipped).
+  int64_t (*max_pool2d_backward)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                                 const Window2d& window);
   void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);
 };
 

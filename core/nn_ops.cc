@@ -68,7 +68,7 @@ Tensor window_columns(const Tensor& x, const kernels::Window2d& w) {
   return columns;
 }
 
-kernels::Window2d pool_window(const char* op, const Tensor& input, const Pool2dOptions& options,
+kernels::Window2d pool_window(const char* op, const Shape& input_sizes, const Pool2dOptions& options,
                               std::array<int64_t, 2> dilation) {
   std::array<int64_t, 2> stride = options.stride;
   for (int i = 0; i < 2; ++i) {
@@ -78,7 +78,7 @@ kernels::Window2d pool_window(const char* op, const Tensor& input, const Pool2dO
                    options.kernel_size[1], "]");
   }
   return make_window(
-      op, "input", input.sizes(),
+      op, "input", input_sizes,
       {.kernel_size = options.kernel_size, .stride = stride, .padding = options.padding, .dilation = dilation});
 }
 
@@ -107,6 +107,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   const Tensor columns = window_columns(x, w);
   const Tensor filters = contiguous(reshape(weight, {1, out_channels, patch}));
   Tensor out = empty({w.batch, out_channels, w.out_h * w.out_w}, {.dtype = x.dtype(), .device = x.device()});
+  // The bias is written first and the product added to it (beta = 1), saving a pass over out.
+  if (bias.defined()) copy_(out, expand(reshape(bias, {1, out_channels, 1}), out.sizes()));
   if (out.numel() > 0) {
     kernels::GemmArgs args;
     args.device = x.device();
@@ -124,9 +126,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     args.c = out.data_ptr();
     args.ldc = args.n;
     args.stride_c = out_channels * args.n;
+    args.beta = bias.defined() ? 1 : 0;
     kernels::kernels_for(x.device()).gemm(args);
   }
-  if (bias.defined()) add_(out, reshape(bias, {1, out_channels, 1}));
   return unbatch(reshape(out, {w.batch, out_channels, w.out_h, w.out_w}), unbatched);
 }
 
@@ -165,7 +167,7 @@ Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const I
 ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options) {
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("max_pool2d", input, unbatched));
-  const kernels::Window2d w = pool_window("max_pool2d", x, options, options.dilation);
+  const kernels::Window2d w = pool_window("max_pool2d", x.sizes(), options, options.dilation);
   const Shape sizes{w.batch, w.channels, w.out_h, w.out_w};
   ValuesIndices result{empty(sizes, {.dtype = x.dtype(), .device = x.device()}),
                        empty(sizes, {.dtype = kInt64, .device = x.device()})};
@@ -173,12 +175,39 @@ ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options) {
   return {unbatch(result.values, unbatched), unbatch(result.indices, unbatched)};
 }
 
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
+                           const Pool2dOptions& options) {
+  detail::check_floating("max_pool2d_backward", grad_output);
+  detail::check_same_device("max_pool2d_backward", grad_output, indices);
+  DISTGRAD_CHECK(indices.dtype() == kInt64, "max_pool2d_backward: expected int64 indices, found a ",
+                 indices.describe());
+  DISTGRAD_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4,
+                 "max_pool2d_backward: expected an input shape [N, C, H, W] or [C, H, W], found ",
+                 shape_str(input_sizes));
+  const bool unbatched = input_sizes.size() == 3;
+  const Shape sizes = unbatched ? Shape{1, input_sizes[0], input_sizes[1], input_sizes[2]} : input_sizes;
+  const kernels::Window2d w = pool_window("max_pool2d_backward", sizes, options, options.dilation);
+  Shape pooled{w.batch, w.channels, w.out_h, w.out_w};
+  if (unbatched) pooled.erase(pooled.begin());
+  DISTGRAD_CHECK(grad_output.sizes() == pooled && indices.sizes() == pooled, "max_pool2d_backward: expected ",
+                 "grad_output and indices of the pooled shape ", shape_str(pooled), " for input of shape ",
+                 shape_str(input_sizes), ", found ", shape_str(grad_output.sizes()), " and ",
+                 shape_str(indices.sizes()));
+  Tensor grad_input = empty(input_sizes, {.dtype = grad_output.dtype(), .device = grad_output.device()});
+  if (grad_input.numel() == 0) return grad_input;
+  const int64_t outside = kernels::kernels_for(grad_output.device())
+                              .max_pool2d_backward(grad_input, contiguous(grad_output), contiguous(indices), w);
+  DISTGRAD_CHECK(outside == 0, "max_pool2d_backward: ", outside, " indices lie outside their ", w.height, " x ",
+                 w.width, " plane (expected flat positions in [0, ", w.height * w.width, "))");
+  return grad_input;
+}
+
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("avg_pool2d", input, unbatched));
   DISTGRAD_CHECK(options.dilation[0] == 1 && options.dilation[1] == 1, "avg_pool2d: dilation is not supported ",
                  "(as in PyTorch), found [", options.dilation[0], ", ", options.dilation[1], "]");
-  const kernels::Window2d w = pool_window("avg_pool2d", x, options, {1, 1});
+  const kernels::Window2d w = pool_window("avg_pool2d", x.sizes(), options, {1, 1});
   Tensor out = empty({w.batch, w.channels, w.out_h, w.out_w}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) kernels::kernels_for(x.device()).avg_pool2d(out, x, w, options.count_include_pad);
   return unbatch(out, unbatched);

@@ -51,6 +51,12 @@ struct Pool2dOptions {
 
 // Max over each window; indices are flat positions in each input H*W plane (PyTorch's convention).
 ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options);
+// max_pool2d's adjoint: the gradient for input of `input_sizes` ([N, C, H, W] or [C, H, W]) of
+// the outputs' gradient `grad_output` ([N, C, oh, ow] or [C, oh, ow]), whose maxima came from the
+// flat plane positions `indices` (int64, grad_output's shape): each input element gets the sum of
+// the gradients of the outputs that took it, 0 where none did.
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
+                           const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 
 }  // namespace distgrad::ops

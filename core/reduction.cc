@@ -1,5 +1,6 @@
 #include "core/reduction.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -18,12 +19,15 @@ using kernels::ReduceOp;
 
 // How a reduction is handed to the `reduce` kernel: `input` is contiguous and read as
 // [outer, reduced, inner]. Reduced dims that form one block of a contiguous tensor are
-// reduced in place; otherwise the kept dims are permuted first and the tensor copied.
+// reduced in place; otherwise (`scattered`) the kept dims are permuted first and the tensor
+// copied, unless run_reduction splits the reduction instead.
 struct ReducePlan {
   Tensor input;
   int64_t outer = 1, reduced = 1, inner = 1;
-  Shape kept_sizes;     // result sizes without the reduced dims
-  Shape keepdim_sizes;  // result sizes with each reduced dim as 1
+  Shape kept_sizes;        // result sizes without the reduced dims
+  Shape keepdim_sizes;     // result sizes with each reduced dim as 1
+  Shape reduced_dims;      // ascending, wrapped
+  bool scattered = false;  // input left undefined: see permuted_input
 };
 
 ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
@@ -44,6 +48,7 @@ ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
       first = std::min(first, d);
       last = d;
       plan.reduced *= t.size(d);
+      plan.reduced_dims.push_back(d);
     } else {
       plan.kept_sizes.push_back(t.size(d));
     }
@@ -57,22 +62,39 @@ ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
     if (last < 0) plan.outer = t.numel();  // nothing reduced (a 0-dim tensor)
     return plan;
   }
-  Shape order;
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (!is_reduced[d]) order.push_back(d);
-  }
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (is_reduced[d]) order.push_back(d);
-  }
-  plan.input = contiguous(permute(t, order));
+  plan.scattered = true;
   plan.outer = shape_numel(plan.kept_sizes);
   return plan;
+}
+
+// The scattered plan's input: the kept dims first, then the reduced ones, copied contiguous.
+Tensor permuted_input(const Tensor& t, const ReducePlan& plan) {
+  Shape order;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (std::find(plan.reduced_dims.begin(), plan.reduced_dims.end(), d) == plan.reduced_dims.end()) {
+      order.push_back(d);
+    }
+  }
+  order.insert(order.end(), plan.reduced_dims.begin(), plan.reduced_dims.end());
+  return contiguous(permute(t, order));
 }
 
 // Runs the reduce kernel; `indices` is filled too when requested (kMax/kMin only).
 ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim, bool with_indices,
                             const char* name) {
   ReducePlan plan = plan_reduction(t, dims, name);
+  if (plan.scattered && !with_indices && plan.reduced > 0) {
+    // Reduced dims apart (a sum over {0, 2, 3} of NCHW): rather than copying t permuted, reduce
+    // its last block of reduced dims in place, then the others of that smaller result.
+    auto block_start = plan.reduced_dims.end() - 1;
+    while (block_start != plan.reduced_dims.begin() && *(block_start - 1) == *block_start - 1) --block_start;
+    const Shape last_block(block_start, plan.reduced_dims.end());
+    const Shape others(plan.reduced_dims.begin(), block_start);
+    const Tensor partial = run_reduction(op, t, last_block, /*keepdim=*/true, false, name).values;
+    const Tensor result = run_reduction(op, partial, others, /*keepdim=*/true, false, name).values;
+    return {keepdim ? result : reshape(result, plan.kept_sizes), {}};
+  }
+  if (plan.scattered) plan.input = permuted_input(t, plan);
   const Shape& sizes = keepdim ? plan.keepdim_sizes : plan.kept_sizes;
   const TensorOptions options{.dtype = plan.input.dtype(), .device = t.device()};
   ValuesIndices result{empty(sizes, options), {}};

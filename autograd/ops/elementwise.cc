@@ -262,9 +262,19 @@ Tensor sigmoid(const Tensor& t) {
 }
 
 Tensor relu(const Tensor& t) {
-  // The output is >= 0, so its sign is the mask of positive inputs (a constant factor).
   return unary_of_result("ReluBackward", ops::relu(t), t,
-                         [](const Tensor& g, const Tensor& r) { return mul(g, ops::sign(r)); });
+                         [](const Tensor& g, const Tensor& r) { return relu_backward(g, r); });
+}
+
+Tensor relu_backward(const Tensor& grad, const Tensor& result) {
+  Tensor out = ops::relu_backward(grad, result);
+  // Linear in grad, with the output's mask of positives as a constant.
+  if (auto node = record("ReluBackwardBackward", {&grad}, {&out}, [](const BackwardContext& ctx) {
+        return TensorList{relu_backward(ctx.grads[0], ctx.saved[0])};
+      })) {
+    node->save(result);
+  }
+  return out;
 }
 
 Tensor gelu(const Tensor& t) {

@@ -61,18 +61,28 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
 
 ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
   ops::ValuesIndices result = ops::max_pool2d(input, options);
-  if (auto node =
-          record("MaxPool2dBackward", {&input}, {&result.values}, [in = input.sizes()](const BackwardContext& ctx) {
-            // Each output took its value from the flat position `indices` of its H*W plane.
-            const Tensor& g = ctx.grads[0];
-            const int64_t planes = shape_numel(in) / (in[in.size() - 2] * in[in.size() - 1]);
-            const Tensor flat_grad = reshape(g, {planes, -1});
-            const Tensor flat_indices = ops::reshape(ctx.saved[0], {planes, -1});
-            const Tensor target =
-                zeros({planes, in[in.size() - 2] * in[in.size() - 1]}, {.dtype = g.dtype(), .device = g.device()});
-            return TensorList{reshape(scatter_add(target, 1, flat_indices, flat_grad), in)};
-          })) {
+  if (auto node = record("MaxPool2dBackward", {&input}, {&result.values},
+                         [in = input.sizes(), options](const BackwardContext& ctx) {
+                           return TensorList{distgrad::max_pool2d_backward(ctx.grads[0], ctx.saved[0], in, options)};
+                         })) {
     node->save(result.indices);
+  }
+  return result;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
+                           const ops::Pool2dOptions& options) {
+  Tensor result = ops::max_pool2d_backward(grad_output, indices, input_sizes, options);
+  if (auto node = record("MaxPool2dBackwardBackward", {&grad_output}, {&result}, [](const BackwardContext& ctx) {
+        // Linear in grad_output: each output's gradient reads the input gradient where its
+        // window took the maximum, the flat plane position `indices` names.
+        const Tensor& indices = ctx.saved[0];
+        const Tensor& g = ctx.grads[0];
+        const int64_t planes = shape_numel(g.sizes()) / (g.size(-2) * g.size(-1));
+        const Tensor picked = gather(reshape(g, {planes, -1}), 1, ops::reshape(indices, {planes, -1}));
+        return TensorList{reshape(picked, indices.sizes())};
+      })) {
+    node->save(indices);
   }
   return result;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -158,6 +159,7 @@ void with_binary_function(BinaryOp op, Fn&& fn) {
       case BinaryOp::kLe: return fn([](T x, T y) -> bool { return x <= y; });
       case BinaryOp::kGt: return fn([](T x, T y) -> bool { return x > y; });
       case BinaryOp::kGe: return fn([](T x, T y) -> bool { return x >= y; });
+      case BinaryOp::kReluBackward: return fn([](T x, T y) -> T { return y <= T(0) ? T(0) : x; });
       default: break;
     }
   }
@@ -542,71 +544,195 @@ void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
   });
 }
 
+// The sizes of one plane's windows when every window lies inside the image (no padding, no
+// dilation, no ceil_mode overhang), passed by value: inside an OpenMP region variables of the
+// enclosing function are reached through pointers that stores of int64 indices could alias.
+struct InsideWindows {
+  int64_t width, out_h, out_w, stride_h, stride_w;
+};
+
+// Whether `value` replaces `best` as a window's maximum met in (ki, kj) order: a larger value, or
+// the first NaN (NaN wins, then the first maximum). Bitwise operators keep it branch-free.
+template <typename T>
+bool takes_over(T value, T best) {
+  return (value > best) | ((value != value) & (best == best));
+}
+
+// Max over every window of one plane when all windows lie inside it.
+template <typename T>
+void max_pool_plane_inside(const T* image, T* best_out, int64_t* index_out, InsideWindows d, int64_t kernel_h,
+                           int64_t kernel_w) {
+  for (int64_t oh = 0; oh < d.out_h; ++oh) {
+    for (int64_t ow = 0; ow < d.out_w; ++ow) {
+      int64_t best_index = oh * d.stride_h * d.width + ow * d.stride_w;
+      T best = image[best_index];
+      for (int64_t ki = 0; ki < kernel_h; ++ki) {
+        const int64_t row = (oh * d.stride_h + ki) * d.width + ow * d.stride_w;
+        for (int64_t kj = 0; kj < kernel_w; ++kj) {
+          const T value = image[row + kj];
+          const bool take = takes_over(value, best);
+          best = take ? value : best;
+          best_index = take ? row + kj : best_index;
+        }
+      }
+      best_out[oh * d.out_w + ow] = best;
+      index_out[oh * d.out_w + ow] = best_index;
+    }
+  }
+}
+
+// 16 bytes of T (4 floats or 2 doubles) and as many signed integers of T's size, as GCC vector
+// extensions (SSE2 on x86-64, NEON on ARM): comparisons give all-ones lanes, `mask ? a : b`
+// selects lane by lane.
+template <typename T>
+struct SimdLanes {
+  static constexpr int kCount = 16 / sizeof(T);
+  using Integer = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  using Values __attribute__((vector_size(16))) = T;
+  using Integers __attribute__((vector_size(16))) = Integer;
+};
+
+// The common 2 x 2 window with stride 2, a vector of windows at a time: the same selects as
+// above, on the window's values in (ki, kj) order, with no branch for the data to mislead.
+template <typename T>
+void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideWindows d) {
+  using Lanes = SimdLanes<T>;
+  using Values = typename Lanes::Values;
+  using Integers = typename Lanes::Integers;
+  constexpr int kLanes = Lanes::kCount;
+  Integers even_lanes, odd_lanes;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    even_lanes[lane] = 2 * lane;
+    odd_lanes[lane] = 2 * lane + 1;
+  }
+  // Lanes `pick` of the 2 * kLanes values from p: the even or the odd ones.
+  const auto load = [](const T* p, Integers pick) {
+    Values low, high;
+    std::memcpy(&low, p, sizeof(Values));
+    std::memcpy(&high, p + kLanes, sizeof(Values));
+    return __builtin_shuffle(low, high, pick);
+  };
+  const auto splat = [](int64_t value) { return Integers{} + static_cast<typename Lanes::Integer>(value); };
+  const Integers offsets[3] = {splat(1), splat(d.width), splat(d.width + 1)};
+  for (int64_t oh = 0; oh < d.out_h; ++oh) {
+    const T* top = image + 2 * oh * d.width;
+    const T* bottom = top + d.width;
+    const int64_t row_start = 2 * oh * d.width;
+    T* out = best_out + oh * d.out_w;
+    int64_t* index = index_out + oh * d.out_w;
+    int64_t ow = 0;
+    for (; ow + kLanes <= d.out_w; ow += kLanes) {
+      const Values candidates[3] = {load(top + 2 * ow, odd_lanes), load(bottom + 2 * ow, even_lanes),
+                                    load(bottom + 2 * ow, odd_lanes)};
+      Values best = load(top + 2 * ow, even_lanes);
+      Integers offset{};
+      for (int k = 0; k < 3; ++k) {
+        const Values value = candidates[k];
+        const Integers take = (value > best) | ((value != value) & (best == best));
+        best = take ? value : best;
+        offset = take ? offsets[k] : offset;
+      }
+      std::memcpy(out + ow, &best, sizeof(Values));
+      for (int lane = 0; lane < kLanes; ++lane) index[ow + lane] = row_start + 2 * (ow + lane) + offset[lane];
+    }
+    for (; ow < d.out_w; ++ow) {
+      const int64_t first = 2 * ow;
+      const int64_t positions[4] = {first, first + 1, d.width + first, d.width + first + 1};
+      T best = top[first];
+      int64_t position = first;
+      for (int k = 1; k < 4; ++k) {
+        const T value = top[positions[k]];
+        const bool take = takes_over(value, best);
+        best = take ? value : best;
+        position = take ? positions[k] : position;
+      }
+      out[ow] = best;
+      index[ow] = row_start + position;
+    }
+  }
+}
+
+// Any window: positions in the padding are skipped (padding never wins).
+template <typename T>
+void max_pool_plane(const T* image, T* best_out, int64_t* index_out, Window2d w) {
+  for (int64_t oh = 0; oh < w.out_h; ++oh) {
+    for (int64_t ow = 0; ow < w.out_w; ++ow) {
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t best_index = -1;
+      for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
+        const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
+        if (ih < 0 || ih >= w.height) continue;
+        for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+          const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
+          if (iw < 0 || iw >= w.width) continue;
+          const T value = image[ih * w.width + iw];
+          if (best_index < 0 || takes_over(value, best)) {
+            best = value;
+            best_index = ih * w.width + iw;
+          }
+        }
+      }
+      best_out[oh * w.out_w + ow] = best;
+      index_out[oh * w.out_w + ow] = best_index;
+    }
+  }
+}
+
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& w) {
   dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = static_cast<const T*>(in.data_ptr());
     T* dst = static_cast<T*>(out.data_ptr());
     int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
-    const int64_t planes = w.batch * w.channels;
-    // Without padding and dilation, and with every window inside the image (no ceil_mode
-    // overhang), the windows need no bounds checks.
+    const int64_t planes = w.batch * w.channels, plane = w.height * w.width, out_plane = w.out_h * w.out_w;
     const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
                         (w.out_h - 1) * w.stride_h + w.kernel_h <= w.height &&
                         (w.out_w - 1) * w.stride_w + w.kernel_w <= w.width;
-    // The window in locals: stores through `idx` (int64_t) could otherwise alias `w`'s fields
-    // and make the compiler reload them for every output.
-    const int64_t width = w.width, out_h = w.out_h, out_w = w.out_w, stride_h = w.stride_h, stride_w = w.stride_w,
-                  kernel_h = w.kernel_h, kernel_w = w.kernel_w, plane = w.height * w.width;
-#pragma omp parallel for if (planes * w.out_h * w.out_w >= cpu::kParallelGrain)
+    const InsideWindows d{w.width, w.out_h, w.out_w, w.stride_h, w.stride_w};
+    const bool two_by_two = w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2;
+#pragma omp parallel for if (planes * out_plane >= cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
       const T* image = src + p * plane;
-      if (inside) {
-        T* best_out = dst + p * out_h * out_w;
-        int64_t* index_out = idx + p * out_h * out_w;
-        for (int64_t oh = 0; oh < out_h; ++oh) {
-          for (int64_t ow = 0; ow < out_w; ++ow) {
-            int64_t best_index = oh * stride_h * width + ow * stride_w;
-            T best = image[best_index];
-            for (int64_t ki = 0; ki < kernel_h; ++ki) {
-              const int64_t row = (oh * stride_h + ki) * width + ow * stride_w;
-              for (int64_t kj = 0; kj < kernel_w; ++kj) {  // selects, not branches: data decides
-                const T value = image[row + kj];
-                const bool take = (value > best) | (std::isnan(value) & !std::isnan(best));
-                best = take ? value : best;
-                best_index = take ? row + kj : best_index;
-              }
-            }
-            best_out[oh * out_w + ow] = best;
-            index_out[oh * out_w + ow] = best_index;
-          }
-        }
-        continue;
-      }
-      for (int64_t oh = 0; oh < w.out_h; ++oh) {
-        for (int64_t ow = 0; ow < w.out_w; ++ow) {
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t best_index = -1;
-          for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
-            const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
-            if (ih < 0 || ih >= w.height) continue;
-            for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
-              const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
-              if (iw < 0 || iw >= w.width) continue;
-              const T value = image[ih * w.width + iw];
-              if (best_index < 0 || value > best || (std::isnan(value) && !std::isnan(best))) {
-                best = value;
-                best_index = ih * w.width + iw;
-              }
-            }
-          }
-          const int64_t o = (p * w.out_h + oh) * w.out_w + ow;
-          dst[o] = best;
-          idx[o] = best_index;
-        }
+      T* best_out = dst + p * out_plane;
+      int64_t* index_out = idx + p * out_plane;
+      if (inside && two_by_two) {
+        max_pool_plane_2x2(image, best_out, index_out, d);
+      } else if (inside) {
+        max_pool_plane_inside(image, best_out, index_out, d, w.kernel_h, w.kernel_w);
+      } else {
+        max_pool_plane(image, best_out, index_out, w);
       }
     }
   });
+}
+
+// Each plane of grad_input is zeroed and filled while it is in cache.
+int64_t max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                            const Window2d& w) {
+  int64_t outside = 0;
+  dispatch_floating(grad_input.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* grad = static_cast<const T*>(grad_output.data_ptr());
+    const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
+    T* dst = static_cast<T*>(grad_input.data_ptr());
+    const int64_t planes = w.batch * w.channels, plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+#pragma omp parallel for reduction(+ : outside) if (planes * plane >= cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      T* image = dst + p * plane;
+      const T* g = grad + p * out_plane;
+      const int64_t* from = idx + p * out_plane;
+      std::fill(image, image + plane, T(0));
+      int64_t plane_outside = 0;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const int64_t position = from[o];
+        const bool valid = static_cast<uint64_t>(position) < static_cast<uint64_t>(plane);
+        plane_outside += !valid;
+        if (valid) image[position] += g[o];
+      }
+      outside += plane_outside;
+    }
+  });
+  return outside;
 }
 
 void avg_pool2d(const Tensor& out, const Tensor& in, const Window2d& w, bool count_include_pad) {
@@ -658,6 +784,7 @@ const DeviceKernels& cpu_kernels() {
       .im2col = im2col,
       .col2im = col2im,
       .max_pool2d = max_pool2d,
+      .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,
   };
   return table;

@@ -447,6 +447,7 @@ struct BinaryFunction {
     else if constexpr (kOp == BinaryOp::kGe) return x >= y;
     else if constexpr (kOp == BinaryOp::kLogicalAnd) return x && y;
     else if constexpr (kOp == BinaryOp::kLogicalOr) return x || y;
+    else if constexpr (kOp == BinaryOp::kReluBackward) return y <= T(0) ? T(0) : x;
     else static_assert(kOp != kOp, "every BinaryOp needs a case here");
   }
   // clang-format on
@@ -468,7 +469,7 @@ template <typename Fn>
 void dispatch_binary_op(BinaryOp op, Fn&& fn) {
   dispatch_op<BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv, BinaryOp::kPow, BinaryOp::kMaximum,
               BinaryOp::kMinimum, BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt, BinaryOp::kLe, BinaryOp::kGt,
-              BinaryOp::kGe, BinaryOp::kLogicalAnd, BinaryOp::kLogicalOr>(op, "binary", fn);
+              BinaryOp::kGe, BinaryOp::kLogicalAnd, BinaryOp::kLogicalOr, BinaryOp::kReluBackward>(op, "binary", fn);
 }
 
 // Calls fn(TypeTag<T>{}, op_constant) for a's dtype and a binary op defined for it.
@@ -1003,6 +1004,76 @@ void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, cons
   });
 }
 
+// One thread per input element, gathering in output order the gradients of the outputs whose
+// window spans it and whose index names it: no atomics, the CPU twin's order and bits.
+template <typename T>
+__global__ void max_pool2d_backward_kernel(T* grad_input, const T* grad_output, const int64_t* indices, Window2d w,
+                                           int64_t numel) {
+  for (int64_t e = first_work_item(); e < numel; e += work_item_stride()) {
+    const int64_t iw = e % w.width;
+    const int64_t ih = e / w.width % w.height;
+    const int64_t plane = e / (w.width * w.height);
+    // Window row oh spans ih when oh * stride_h - pad_h <= ih <= that + (kernel_h - 1) * dilation_h.
+    const int64_t below_h = ih + w.pad_h - (w.kernel_h - 1) * w.dilation_h;
+    const int64_t below_w = iw + w.pad_w - (w.kernel_w - 1) * w.dilation_w;
+    const int64_t first_h = below_h <= 0 ? 0 : (below_h + w.stride_h - 1) / w.stride_h;
+    const int64_t first_w = below_w <= 0 ? 0 : (below_w + w.stride_w - 1) / w.stride_w;
+    const int64_t reach_h = (ih + w.pad_h) / w.stride_h, reach_w = (iw + w.pad_w) / w.stride_w;
+    const int64_t last_h = reach_h < w.out_h ? reach_h : w.out_h - 1;
+    const int64_t last_w = reach_w < w.out_w ? reach_w : w.out_w - 1;
+    const int64_t position = ih * w.width + iw;
+    T total = 0;
+    for (int64_t oh = first_h; oh <= last_h; ++oh) {
+      for (int64_t ow = first_w; ow <= last_w; ++ow) {
+        const int64_t o = (plane * w.out_h + oh) * w.out_w + ow;
+        if (indices[o] == position) total += grad_output[o];
+      }
+    }
+    grad_input[e] = total;
+  }
+}
+
+// One thread per output: counts the indices outside their plane.
+__global__ void count_outside_kernel(unsigned long long* outside, const int64_t* indices, int64_t plane,
+                                     int64_t numel) {
+  for (int64_t e = first_work_item(); e < numel; e += work_item_stride()) {
+    if (indices[e] < 0 || indices[e] >= plane) atomicAdd(outside, 1ULL);
+  }
+}
+
+// Waits for the count of indices outside their plane, which the op reports.
+int64_t max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                            const Window2d& window) {
+  check_tensor(indices, kInt64, grad_output.device(), "max_pool2d_backward", "indices");
+  const int64_t numel = window.batch * window.channels * window.height * window.width;
+  const int64_t outputs = window.batch * window.channels * window.out_h * window.out_w;
+  if (numel == 0) {
+    return 0;
+  }
+  const DeviceLaunch launch(grad_output.device());
+  dispatch_floating(grad_output.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_backward_kernel<T><<<blocks_for(numel), kThreadsPerBlock, 0, launch.stream()>>>(
+        static_cast<T*>(grad_input.data_ptr()), static_cast<const T*>(grad_output.data_ptr()),
+        static_cast<const int64_t*>(indices.data_ptr()), window, numel);
+    DISTGRAD_CUDA_CHECK(cudaGetLastError());
+  });
+  if (outputs == 0) {
+    return 0;
+  }
+  Allocator& allocator = allocator_for(grad_output.device());
+  auto* outside = static_cast<unsigned long long*>(allocator.allocate(sizeof(unsigned long long)));
+  unsigned long long count = 0;
+  DISTGRAD_CUDA_CHECK(cudaMemsetAsync(outside, 0, sizeof(count), launch.stream()));
+  count_outside_kernel<<<blocks_for(outputs), kThreadsPerBlock, 0, launch.stream()>>>(
+      outside, static_cast<const int64_t*>(indices.data_ptr()), window.height * window.width, outputs);
+  DISTGRAD_CUDA_CHECK(cudaGetLastError());
+  DISTGRAD_CUDA_CHECK(cudaMemcpyAsync(&count, outside, sizeof(count), cudaMemcpyDeviceToHost, launch.stream()));
+  DISTGRAD_CUDA_CHECK(cudaStreamSynchronize(launch.stream()));
+  allocator.deallocate(outside, sizeof(count));
+  return static_cast<int64_t>(count);
+}
+
 // One thread per output. The divisor is PyTorch's: the window clipped to the padded input when
 // `count_include_pad`, else clipped to the real input.
 template <typename T>
@@ -1063,6 +1134,7 @@ const DeviceKernels& kernels() {
       .im2col = im2col,
       .col2im = col2im,
       .max_pool2d = max_pool2d,
+      .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,
   };
   return table;

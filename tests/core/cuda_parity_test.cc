@@ -89,6 +89,7 @@ std::vector<ParityCase> all_cases() {
                        tanh(x[0]),
                        sigmoid(x[0]),
                        relu(x[0]),
+                       relu_backward(cos(x[0]), relu(x[0])),
                        gelu(x[0]),
                        erf(x[0]),
                        clamp(x[0], -0.5, 0.5),
@@ -187,6 +188,17 @@ std::vector<ParityCase> all_cases() {
     auto [pooled, indices] = max_pool2d(x[0], {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}});
     return std::vector{pooled, to(indices, kFloat64), avg_pool2d(x[0], {.kernel_size = {3, 3}, .padding = {1, 1}}),
                        avg_pool2d(x[0], {.kernel_size = {2, 3}, .padding = {1, 1}, .count_include_pad = false})};
+  });
+  // Overlapping windows with ties (signs), so that inputs gather several gradients.
+  add_case("max_pool2d_backward", {{2, 3, 7, 8}, {2, 3, 7, 8}}, [](In x) {
+    const ops::Pool2dOptions overlapping{.kernel_size = {3, 2}, .stride = {1, 1}, .padding = {1, 1}};
+    const ops::Pool2dOptions halving{.kernel_size = {2, 2}};
+    const auto backward = [&](const ops::Pool2dOptions& options) {
+      auto [pooled, indices] = max_pool2d(sign(x[0]), options);
+      return max_pool2d_backward(narrow(narrow(x[1], 2, 0, pooled.size(2)), 3, 0, pooled.size(3)), indices,
+                                 x[0].sizes(), options);
+    };
+    return std::vector{backward(overlapping), backward(halving)};
   });
   add_case("large_elementwise", {{1 << 18}, {1 << 18}}, [](In x) { return one(x[0] * x[1] + x[0]); });
   // Contiguous views at odd offsets and lengths: the vectorized path must fall back or finish the tail.

@@ -146,6 +146,17 @@ TEST(Elementwise, NegAbsSignRelu) {
   EXPECT_TRUE(std::isnan(relu(f64({kNaN})).item<double>()));
 }
 
+// PyTorch's threshold_backward at 0: the gradient passes where the output is positive or NaN.
+TEST(Elementwise, ReluBackwardPassesTheGradientWhereTheOutputIsPositive) {
+  const Tensor grad = f64({1.5, -2, 3, kNaN, 4, 5});
+  const Tensor result = f64({2, 1e-300, 0, 0, -0.0, kNaN});
+  expect_close(relu_backward(grad, result), {1.5, -2, 0, 0, 0, 5}, 0);
+  EXPECT_THAT(relu_backward(from_vector<int64_t>({3, 4, 5}), from_vector<int64_t>({0, 2, -1})).to_vector<int64_t>(),
+              ElementsAre(0, 4, 0));
+  EXPECT_ERROR_CONTAINS(relu_backward(grad, f64({1, 2})), "relu_backward");
+  EXPECT_ERROR_CONTAINS(relu_backward(grad, to(result, kFloat32)), "relu_backward: expected tensors of one dtype");
+}
+
 TEST(Elementwise, NegAbsSignReluOnInt64) {
   const Tensor a = from_vector<int64_t>({-7, 0, 4});
   EXPECT_THAT(neg(a).to_vector<int64_t>(), ElementsAre(7, 0, -4));

@@ -82,7 +82,8 @@ struct Pooled {
   std::vector<int64_t> indices;
 };
 
-// Max over each window's in-bounds positions, with the flat h * W + w index of the first maximum.
+// Max over each window's in-bounds positions, with the flat h * W + w index of the first maximum
+// (the first NaN, when the window holds one).
 Pooled naive_max_pool2d(const std::vector<double>& input, const Geometry& g) {
   Pooled out;
   for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
@@ -96,7 +97,7 @@ Pooled naive_max_pool2d(const std::vector<double>& input, const Geometry& g) {
             const int64_t w = x * g.stride_w - g.pad_w + j * g.dilation_w;
             if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
             const double v = input[(plane * g.height + h) * g.width + w];
-            if (best_index < 0 || v > best) {
+            if (best_index < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
               best = v;
               best_index = h * g.width + w;
             }
@@ -484,6 +485,37 @@ TEST(MaxPool2d, NaNWinsItsWindow) {
   EXPECT_THAT(indices.to_vector<int64_t>(), ElementsAre(1, 7));
 }
 
+// Values and indices equal to naive_max_pool2d's, NaN where it has NaN.
+void expect_max_pool_matches(const ops::ValuesIndices& pooled, const Pooled& expected) {
+  EXPECT_EQ(pooled.indices.to_vector<int64_t>(), expected.indices);
+  const std::vector<double> got = values(pooled.values);
+  ASSERT_EQ(got.size(), expected.values.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(expected.values[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "output " << i;
+    } else {
+      EXPECT_EQ(got[i], expected.values[i]) << "output " << i;
+    }
+  }
+}
+
+// The 2 x 2, stride 2 windows take a vectorized path on the CPU: rows of 9 and 3 windows (a
+// vector of 4 floats or 2 doubles, then the rest one by one), an odd last column and row left
+// out, ties (values on a coarse grid) and NaNs, in float32 and float64.
+TEST(MaxPool2d, TwoByTwoWindowsMatchADirectLoop) {
+  for (const Shape& shape : {Shape{2, 3, 7, 19}, Shape{1, 2, 6, 6}}) {
+    const Geometry g(shape, {2, 2}, {2, 2});
+    std::vector<double> input = random_values(g.input_numel(), 21);
+    for (size_t i = 0; i < input.size(); ++i) input[i] = i % 23 == 5 ? kNaN : std::round(input[i] * 3);
+    for (DType dtype : {kFloat32, kFloat64}) {
+      SCOPED_TRACE(dtype_name(dtype) + std::string(" ") + shape_str(shape));
+      const ops::ValuesIndices pooled =
+          ops::max_pool2d(ops::to(from_vector(input, g.input_shape()), dtype), {.kernel_size = {2, 2}});
+      expect_max_pool_matches(pooled, naive_max_pool2d(input, g));
+    }
+  }
+}
+
 TEST(MaxPool2d, UnbatchedInput) {
   const Geometry g({1, 2, 5, 4}, {3, 3});
   const std::vector<double> input = random_values(g.input_numel(), 14);
@@ -547,6 +579,55 @@ TEST(Pool2d, ChecksItsInput) {
                         "avg_pool2d: expected a float32 or float64 tensor, found a int64 tensor");
   EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
                         "max_pool2d: expected positive kernel size");
+}
+
+// max_pool2d_backward against the gradient added up at each window's index, by scatter_add into
+// zeros: overlapping windows (an input taken by several outputs), padding and dilation, the 2 x 2
+// stride-2 windows, and unbatched input.
+TEST(MaxPool2dBackward, AddsEachOutputsGradientWhereItsMaximumCameFrom) {
+  struct Case {
+    Shape input;
+    ops::Pool2dOptions options;
+  };
+  const Case cases[] = {
+      {{2, 3, 7, 8}, {.kernel_size = {3, 2}, .stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 2}}},
+      {{2, 3, 7, 19}, {.kernel_size = {2, 2}}},
+      {{3, 6, 5}, {.kernel_size = {3, 3}, .stride = {2, 1}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.input));
+    // A coarse grid makes ties, so that inputs are taken by more than one window.
+    std::vector<double> input = random_values(shape_numel(c.input), 31);
+    for (double& v : input) v = std::round(v * 2);
+    const ops::ValuesIndices pooled = ops::max_pool2d(from_vector(input, c.input), c.options);
+    const Tensor grad = from_vector(random_values(pooled.values.numel(), 32), pooled.values.sizes());
+    const Tensor got = ops::max_pool2d_backward(grad, pooled.indices, c.input, c.options);
+    const int64_t plane = c.input[c.input.size() - 2] * c.input[c.input.size() - 1];
+    const int64_t planes = shape_numel(c.input) / plane;
+    const Tensor expected =
+        ops::scatter_add(zeros({planes, plane}, {.dtype = kFloat64}), 1, ops::reshape(pooled.indices, {planes, -1}),
+                         ops::reshape(grad, {planes, -1}));
+    EXPECT_EQ(got.sizes(), c.input);
+    expect_close(got, values(expected), 1e-15);
+  }
+}
+
+TEST(MaxPool2dBackward, ChecksItsArguments) {
+  const ops::Pool2dOptions options{.kernel_size = {2, 2}};
+  const ops::ValuesIndices pooled = ops::max_pool2d(randn({1, 2, 4, 4}), options);
+  EXPECT_ERROR_CONTAINS(ops::max_pool2d_backward(pooled.values, pooled.indices, {1, 2, 6, 4}, options),
+                        "max_pool2d_backward: expected grad_output and indices of the pooled shape [1, 2, 3, 2] for "
+                        "input of shape [1, 2, 6, 4], found [1, 2, 2, 2] and [1, 2, 2, 2]");
+  EXPECT_ERROR_CONTAINS(
+      ops::max_pool2d_backward(pooled.values, ops::to(pooled.indices, kFloat32), {1, 2, 4, 4}, options),
+      "max_pool2d_backward: expected int64 indices, found a float32 tensor");
+  EXPECT_ERROR_CONTAINS(
+      ops::max_pool2d_backward(pooled.values, pooled.indices, {2, 4, 4, 1, 1}, options),
+      "max_pool2d_backward: expected an input shape [N, C, H, W] or [C, H, W], found [2, 4, 4, 1, 1]");
+  const Tensor outside = from_vector<int64_t>({0, 16, 2, 3, -1, 5, 6, 7}, {1, 2, 2, 2});
+  EXPECT_ERROR_CONTAINS(ops::max_pool2d_backward(pooled.values, outside, {1, 2, 4, 4}, options),
+                        "max_pool2d_backward: 2 indices lie outside their 4 x 4 plane (expected flat positions in "
+                        "[0, 16))");
 }
 
 }  // namespace
