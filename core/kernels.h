@@ -96,7 +96,8 @@ struct DeviceKernels {
   // self[..., index[p], ...] += src[p] along `dim` for every position p of index
   // (self, index and src contiguous; src at least index's size in every dimension).
   void (*scatter_add)(const Tensor& self, const Tensor& index, const Tensor& src, int64_t dim);
-  // col [batch, channels * kernel_h * kernel_w, out_h * out_w] from contiguous NCHW `in`.
+  // col [batch, channels * kernel_h * kernel_w, out_h * out_w] from contiguous NCHW `in`; col's
+  // last dim is contiguous, its first two may have any strides (a view of [rows, batch, L]).
   void (*im2col)(const Tensor& col, const Tensor& in, const Window2d& window);
   // The adjoint of im2col: every element of contiguous NCHW `image` (all of it written) gets the
   // sum of the entries of contiguous `col` that im2col reads from it; entries that im2col reads

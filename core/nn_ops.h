@@ -23,6 +23,15 @@ struct Conv2dOptions {
 // input [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined -> [N, O, oh, ow] (groups = 1).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
 
+// conv2d's gradients for the output gradient `grad_output`: of the input, the weight and the
+// bias, each computed only where `needed` says so (undefined otherwise). Not differentiable
+// again: autograd's conv2d uses it for first-order backward passes.
+struct Conv2dGradients {
+  Tensor input, weight, bias;
+};
+Conv2dGradients conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                const Conv2dOptions& options, std::array<bool, 3> needed = {true, true, true});
+
 struct Im2colOptions {
   std::array<int64_t, 2> kernel_size{1, 1};
   std::array<int64_t, 2> stride{1, 1};

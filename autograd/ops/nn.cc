@@ -2,8 +2,11 @@
 //
 // The backward formulas are built from im2col and its adjoint col2im, which are differentiable
 // themselves (each one's gradient is the other), so every formula here can be differentiated
-// again: the second-order MAML of a conv net needs exactly that.
+// again: the second-order MAML of a conv net needs exactly that. A first-order backward pass
+// (grad mode off, no create_graph) takes conv2d's gradients from ops::conv2d_backward instead,
+// which never holds a whole batch's columns (Note [Convolution in chunks of images]).
 #include "autograd/function.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
 
@@ -37,8 +40,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
                                   .padding = options.padding,
                                   .dilation = options.dilation};
   if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result},
-                         [window, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
+                         [window, options, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
                            const Tensor &input = ctx.saved[0], &weight = ctx.saved[1];
+                           if (!autograd::GradMode::is_enabled()) {  // first order: the core kernels
+                             ops::Conv2dGradients grads = ops::conv2d_backward(
+                                 ctx.grads[0], input, weight, options, {ctx.needs(0), ctx.needs(1), ctx.needs(2)});
+                             return TensorList{grads.input, grads.weight, grads.bias};
+                           }
                            const int64_t batch = in[0], out_channels = w[0];
                            const Tensor g = reshape(ctx.grads[0], {batch, out_channels, -1});  // [N, O, L]
                            Tensor grad_input, grad_weight, grad_bias;

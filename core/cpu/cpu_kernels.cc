@@ -439,6 +439,53 @@ void scatter_add(const Tensor& self, const Tensor& index, const Tensor& src, int
   });
 }
 
+// One row of im2col's columns: kernel position (ki, kj) of every window over one image plane.
+template <typename T>
+void im2col_row(const T* image, T* out, const Window2d& w, int64_t ki, int64_t kj) {
+  const int64_t shift = kj * w.dilation_w - w.pad_w;  // with stride_w 1, column ow reads iw = ow + shift
+  const int64_t begin = std::clamp<int64_t>(-shift, 0, w.out_w);
+  const int64_t end = std::clamp<int64_t>(w.width - shift, begin, w.out_w);
+  if (w.stride_h == 1 && w.stride_w == 1 && w.out_w == w.width && begin < end) {
+    // Window rows [first, last) read consecutive image rows as long as the columns: one block
+    // copy, then zeros over the columns that read padding (the block put neighbours there).
+    const int64_t offset = ki * w.dilation_h - w.pad_h;  // window row oh reads image row oh + offset
+    const int64_t first = std::clamp<int64_t>(-offset, 0, w.out_h);
+    const int64_t last = std::clamp<int64_t>(w.height - offset, first, w.out_h);
+    std::fill(out, out + first * w.out_w, T(0));
+    if (first < last) {
+      const T* from = image + (first + offset) * w.width + begin + shift;
+      std::copy(from, from + (last - first - 1) * w.out_w + (end - begin), out + first * w.out_w + begin);
+      for (int64_t oh = first; oh < last; ++oh) {
+        T* line = out + oh * w.out_w;
+        for (int64_t ow = 0; ow < begin; ++ow) line[ow] = T(0);
+        for (int64_t ow = end; ow < w.out_w; ++ow) line[ow] = T(0);
+      }
+    }
+    std::fill(out + last * w.out_w, out + w.out_h * w.out_w, T(0));
+    return;
+  }
+  for (int64_t oh = 0; oh < w.out_h; ++oh) {
+    const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
+    T* line = out + oh * w.out_w;
+    if (w.stride_w == 1) {  // a window row reads a contiguous run of the image row
+      if (ih < 0 || ih >= w.height) {
+        std::fill(line, line + w.out_w, T(0));
+        continue;
+      }
+      std::fill(line, line + begin, T(0));
+      const T* row_start = image + ih * w.width;
+      std::copy(row_start + (begin + shift), row_start + (end + shift), line + begin);
+      std::fill(line + end, line + w.out_w, T(0));
+      continue;
+    }
+    for (int64_t ow = 0; ow < w.out_w; ++ow) {
+      const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
+      const bool inside = ih >= 0 && ih < w.height && iw >= 0 && iw < w.width;
+      line[ow] = inside ? image[ih * w.width + iw] : T(0);
+    }
+  }
+}
+
 void im2col(const Tensor& col, const Tensor& in, const Window2d& w) {
   dispatch_floating(in.dtype(), "im2col", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -446,37 +493,13 @@ void im2col(const Tensor& col, const Tensor& in, const Window2d& w) {
     T* dst = static_cast<T*>(col.data_ptr());
     const int64_t rows = w.channels * w.kernel_h * w.kernel_w;
     const int64_t plane = w.out_h * w.out_w;
+    const int64_t image_stride = col.stride(0), row_stride = col.stride(1);
 #pragma omp parallel for collapse(2) if (w.batch * rows * plane >= cpu::kParallelGrain)
     for (int64_t n = 0; n < w.batch; ++n) {
       for (int64_t row = 0; row < rows; ++row) {
         const int64_t c = row / (w.kernel_h * w.kernel_w);
-        const int64_t ki = row / w.kernel_w % w.kernel_h;
-        const int64_t kj = row % w.kernel_w;
-        const T* image = src + (n * w.channels + c) * w.height * w.width;
-        T* out = dst + (n * rows + row) * plane;
-        for (int64_t oh = 0; oh < w.out_h; ++oh) {
-          const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
-          if (w.stride_w == 1) {  // a window row reads a contiguous run of the image row
-            T* line = out + oh * w.out_w;
-            if (ih < 0 || ih >= w.height) {
-              std::fill(line, line + w.out_w, T(0));
-              continue;
-            }
-            const int64_t shift = kj * w.dilation_w - w.pad_w;  // iw = ow + shift
-            const int64_t begin = std::clamp<int64_t>(-shift, 0, w.out_w);
-            const int64_t end = std::clamp<int64_t>(w.width - shift, begin, w.out_w);
-            std::fill(line, line + begin, T(0));
-            const T* row_start = image + ih * w.width;
-            std::copy(row_start + (begin + shift), row_start + (end + shift), line + begin);
-            std::fill(line + end, line + w.out_w, T(0));
-            continue;
-          }
-          for (int64_t ow = 0; ow < w.out_w; ++ow) {
-            const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
-            const bool inside = ih >= 0 && ih < w.height && iw >= 0 && iw < w.width;
-            out[oh * w.out_w + ow] = inside ? image[ih * w.width + iw] : T(0);
-          }
-        }
+        im2col_row(src + (n * w.channels + c) * w.height * w.width, dst + n * image_stride + row * row_stride, w,
+                   row / w.kernel_w % w.kernel_h, row % w.kernel_w);
       }
     }
   });

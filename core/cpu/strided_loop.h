@@ -123,6 +123,9 @@ void map_unary(const Tensor& out, const Tensor& in, Op op) {
         const In* x = in_data + offsets[1];
         if (steps[0] == 1 && steps[1] == 1) {
           for (int64_t j = 0; j < count; ++j) o[j] = op(x[j]);
+        } else if (steps[0] == 1 && steps[1] == 0) {  // a broadcast input: a fill
+          const Out value = op(*x);
+          for (int64_t j = 0; j < count; ++j) o[j] = value;
         } else {
           for (int64_t j = 0; j < count; ++j) o[j * steps[0]] = op(x[j * steps[1]]);
         }

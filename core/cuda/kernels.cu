@@ -882,9 +882,11 @@ void scatter_add(const Tensor& self, const Tensor& index, const Tensor& src, int
 // ---------------------------------------------------------------------------------------------
 // im2col, col2im, max_pool2d, avg_pool2d (NCHW, contiguous)
 
-// One thread per column element, in col's order [n][c][ki][kj][oh][ow], so writes coalesce.
+// One thread per column element, in order [n][c][ki][kj][oh][ow], so writes coalesce along a
+// window row; col's image and row strides are `image_stride` and `row_stride`.
 template <typename T>
-__global__ void im2col_kernel(T* col, const T* in, Window2d w, int64_t numel) {
+__global__ void im2col_kernel(T* col, const T* in, Window2d w, int64_t image_stride, int64_t row_stride,
+                              int64_t numel) {
   for (int64_t e = first_work_item(); e < numel; e += work_item_stride()) {
     int64_t rest = e;
     const int64_t ow = rest % w.out_w;
@@ -895,10 +897,13 @@ __global__ void im2col_kernel(T* col, const T* in, Window2d w, int64_t numel) {
     rest /= w.kernel_w;
     const int64_t ki = rest % w.kernel_h;
     const int64_t plane = rest / w.kernel_h;  // n * channels + c
+    const int64_t n = plane / w.channels;
+    const int64_t row = (plane % w.channels * w.kernel_h + ki) * w.kernel_w + kj;
     const int64_t ih = oh * w.stride_h - w.pad_h + ki * w.dilation_h;
     const int64_t iw = ow * w.stride_w - w.pad_w + kj * w.dilation_w;
     const bool inside = ih >= 0 && ih < w.height && iw >= 0 && iw < w.width;
-    col[e] = inside ? in[(plane * w.height + ih) * w.width + iw] : T(0);
+    col[n * image_stride + row * row_stride + oh * w.out_w + ow] =
+        inside ? in[(plane * w.height + ih) * w.width + iw] : T(0);
   }
 }
 
@@ -912,7 +917,8 @@ void im2col(const Tensor& col, const Tensor& in, const Window2d& window) {
     using T = typename decltype(tag)::type;
     const DeviceLaunch launch(in.device());
     im2col_kernel<T><<<blocks_for(numel), kThreadsPerBlock, 0, launch.stream()>>>(
-        static_cast<T*>(col.data_ptr()), static_cast<const T*>(in.data_ptr()), window, numel);
+        static_cast<T*>(col.data_ptr()), static_cast<const T*>(in.data_ptr()), window, col.stride(0), col.stride(1),
+        numel);
     DISTGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }

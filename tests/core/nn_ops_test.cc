@@ -77,6 +77,43 @@ std::vector<double> naive_conv2d(const std::vector<double>& input, const std::ve
   return out;
 }
 
+struct ConvGradients {
+  std::vector<double> input, weight, bias;
+};
+
+// conv2d's gradients by the same direct loop: every product input * weight of naive_conv2d adds
+// grad * weight to the input's gradient and grad * input to the weight's.
+ConvGradients naive_conv2d_backward(const std::vector<double>& grad, const std::vector<double>& input,
+                                    const std::vector<double>& weight, const Geometry& g, int64_t out_channels) {
+  ConvGradients out{std::vector<double>(input.size()), std::vector<double>(weight.size()),
+                    std::vector<double>(out_channels)};
+  int64_t position = 0;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t o = 0; o < out_channels; ++o) {
+      for (int64_t y = 0; y < g.out_h(); ++y) {
+        for (int64_t x = 0; x < g.out_w(); ++x) {
+          const double gradient = grad[position++];
+          out.bias[o] += gradient;
+          for (int64_t c = 0; c < g.channels; ++c) {
+            for (int64_t i = 0; i < g.kernel_h; ++i) {
+              for (int64_t j = 0; j < g.kernel_w; ++j) {
+                const int64_t h = y * g.stride_h - g.pad_h + i * g.dilation_h;
+                const int64_t w = x * g.stride_w - g.pad_w + j * g.dilation_w;
+                if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
+                const int64_t in = ((n * g.channels + c) * g.height + h) * g.width + w;
+                const int64_t wt = ((o * g.channels + c) * g.kernel_h + i) * g.kernel_w + j;
+                out.input[in] += gradient * weight[wt];
+                out.weight[wt] += gradient * input[in];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 struct Pooled {
   std::vector<double> values;
   std::vector<int64_t> indices;
@@ -174,6 +211,72 @@ TEST(Conv2d, MatchesADirectLoopWithUnitWidthStrideDilationAndWidePadding) {
                            from_vector(bias), {.stride = {1, 1}, .padding = {1, 3}, .dilation = {1, 2}});
   EXPECT_EQ(out.sizes(), (Shape{2, out_channels, g.out_h(), g.out_w()}));
   expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
+}
+
+// Batches whose columns (72 rows of 676 windows in float64, 389 KB an image) the CPU makes two
+// images at a time (Note [Convolution in chunks of images]): chunks of 2, 2 and 1.
+TEST(Conv2d, ABatchInChunksMatchesADirectLoop) {
+  const Geometry g({5, 8, 26, 26}, {3, 3}, {1, 1}, {1, 1});
+  const int64_t out_channels = 4;
+  const std::vector<double> input = random_values(g.input_numel(), 41);
+  const std::vector<double> weight = random_values(out_channels * 8 * 9, 42);
+  const std::vector<double> bias = random_values(out_channels, 43);
+  const Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 8, 3, 3}),
+                                 from_vector(bias), {.padding = {1, 1}});
+  expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
+}
+
+// conv2d_backward against the direct loop: strides, padding and dilation; a batch in chunks of
+// images; unbatched input; only some gradients asked for.
+TEST(Conv2dBackward, MatchesADirectLoop) {
+  struct Case {
+    Shape input;
+    std::array<int64_t, 2> kernel, stride, padding, dilation;
+  };
+  const Case cases[] = {{{2, 2, 6, 7}, {2, 3}, {2, 1}, {1, 3}, {1, 2}},
+                        {{5, 8, 26, 26}, {3, 3}, {1, 1}, {1, 1}, {1, 1}}};
+  const int64_t out_channels = 3;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.input));
+    const Geometry g(c.input, c.kernel, c.stride, c.padding, c.dilation);
+    const Shape weight_shape{out_channels, g.channels, c.kernel[0], c.kernel[1]};
+    const std::vector<double> input = random_values(g.input_numel(), 44);
+    const std::vector<double> weight = random_values(shape_numel(weight_shape), 45);
+    const std::vector<double> grad = random_values(g.batch * out_channels * g.out_h() * g.out_w(), 46);
+    const ops::Conv2dOptions options{.stride = c.stride, .padding = c.padding, .dilation = c.dilation};
+    const ops::Conv2dGradients got =
+        ops::conv2d_backward(from_vector(grad, {g.batch, out_channels, g.out_h(), g.out_w()}),
+                             from_vector(input, g.input_shape()), from_vector(weight, weight_shape), options);
+    const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, out_channels);
+    EXPECT_EQ(got.input.sizes(), g.input_shape());
+    EXPECT_EQ(got.weight.sizes(), weight_shape);
+    // Sums of up to 3380 products: the order differs from the loop's.
+    expect_close(got.input, expected.input, 1e-12);
+    expect_close(got.weight, expected.weight, 1e-12);
+    expect_close(got.bias, expected.bias, 1e-12);
+  }
+  // Unbatched, the weight's gradient alone.
+  const Geometry g({1, 2, 5, 4}, {3, 3}, {1, 1}, {1, 1});
+  const std::vector<double> input = random_values(g.input_numel(), 47), weight = random_values(2 * 2 * 9, 48);
+  const std::vector<double> grad = random_values(2 * g.out_h() * g.out_w(), 49);
+  const ops::Conv2dGradients got =
+      ops::conv2d_backward(from_vector(grad, {2, g.out_h(), g.out_w()}), from_vector(input, {2, 5, 4}),
+                           from_vector(weight, {2, 2, 3, 3}), {.padding = {1, 1}}, {false, true, false});
+  EXPECT_FALSE(got.input.defined());
+  EXPECT_FALSE(got.bias.defined());
+  expect_close(got.weight, naive_conv2d_backward(grad, input, weight, g, 2).weight);
+}
+
+TEST(Conv2dBackward, ChecksItsArguments) {
+  const Tensor x = zeros({2, 3, 6, 6}), w = zeros({4, 3, 3, 3});
+  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 6, 6}), x, w, {}),
+                        "conv2d_backward: expected grad_output of shape [2, 4, 4, 4] (conv2d's output for input "
+                        "[2, 3, 6, 6] and weight [4, 3, 3, 3]), found [2, 4, 6, 6]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 4, 4}), x, zeros({4, 2, 3, 3}), {}),
+                        "conv2d_backward: expected weight of shape [O, 3, kh, kw] for input of shape [2, 3, 6, 6], "
+                        "found [4, 2, 3, 3]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 4, 4}, {.dtype = kFloat64}), x, w, {}),
+                        "conv2d_backward: expected tensors of one dtype");
 }
 
 TEST(Conv2d, WithoutBias) {
@@ -312,6 +415,28 @@ TEST(Im2col, ConvolutionIsAMatmulOfTheColumns) {
   Tensor columns = ops::im2col(from_vector(input, g.input_shape()),
                                {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
   expect_close(ops::matmul(from_vector(weight, {4, 18}), columns), naive_conv2d(input, weight, {}, g, 4));
+}
+
+// Windows whose rows are as wide as the image (stride 1, "same" padding) are copied a block per
+// kernel position on the CPU: padding on every side, dilation, a kernel wider than the image.
+TEST(Im2col, SameWidthWindowsMatchADirectLoop) {
+  const Geometry cases[] = {
+      Geometry({2, 3, 7, 6}, {3, 3}, {1, 1}, {1, 1}),         Geometry({1, 2, 5, 4}, {5, 3}, {1, 1}, {2, 1}),
+      Geometry({1, 2, 6, 5}, {3, 3}, {1, 1}, {2, 2}, {2, 2}), Geometry({1, 1, 3, 3}, {5, 5}, {1, 1}, {2, 2}),
+      Geometry({2, 2, 4, 5}, {3, 1}, {1, 1}, {1, 0}),
+  };
+  for (const Geometry& g : cases) {
+    SCOPED_TRACE(shape_str(g.input_shape()) + " kernel " + std::to_string(g.kernel_h) + "x" +
+                 std::to_string(g.kernel_w));
+    ASSERT_EQ(g.out_w(), g.width);
+    const int64_t patch = g.channels * g.kernel_h * g.kernel_w;
+    const std::vector<double> input = random_values(g.input_numel(), 23);
+    const std::vector<double> weight = random_values(2 * patch, 24);
+    const Tensor columns = ops::im2col(from_vector(input, g.input_shape()), {.kernel_size = {g.kernel_h, g.kernel_w},
+                                                                             .padding = {g.pad_h, g.pad_w},
+                                                                             .dilation = {g.dilation_h, g.dilation_w}});
+    expect_close(ops::matmul(from_vector(weight, {2, patch}), columns), naive_conv2d(input, weight, {}, g, 2));
+  }
 }
 
 // <im2col(x), y> == <x, col2im(y)> for random x and y: col2im is im2col's adjoint, which is

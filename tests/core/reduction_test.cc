@@ -123,6 +123,19 @@ TEST(Reduction, SumOverNonAdjacentDims) {
   expect_close(r, reference_sum(data, {2, 3, 4, 5}, {1, 3}));
 }
 
+// A bias gradient's sum over {0, 2, 3} of NCHW, reduced in two steps (the trailing block, then
+// dim 0), with and without keepdim, and of a transposed (non-contiguous) view.
+TEST(Reduction, SumOverTwoBlocksOfDims) {
+  const std::vector<double> data = sample(2 * 3 * 4 * 5);
+  const Tensor t = from_vector(data, {2, 3, 4, 5});
+  expect_close(ops::sum(t, {0, 2, 3}), reference_sum(data, {2, 3, 4, 5}, {0, 2, 3}));
+  const Tensor kept = ops::sum(t, {3, 0, 2}, /*keepdim=*/true);
+  EXPECT_EQ(kept.sizes(), (Shape{1, 3, 1, 1}));
+  expect_close(kept, reference_sum(data, {2, 3, 4, 5}, {0, 2, 3}));
+  const Tensor transposed = ops::transpose(t, 0, 1);  // [3, 2, 4, 5]: reduce the original dims 1 and 2
+  expect_close(ops::sum(transposed, {0, 2}), reference_sum(data, {2, 3, 4, 5}, {1, 2}));
+}
+
 TEST(Reduction, SumKeepdimLeavesSizeOneDims) {
   Cube cube;
   Tensor s = ops::sum(cube.tensor, {0, 2}, /*keepdim=*/true);
