@@ -125,6 +125,25 @@ void BM_Col2im(benchmark::State& state) {
 }
 BENCHMARK(BM_Col2im)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The second conv of the CNN (32 -> 64 channels, 3 x 3, padding 1) on its [64, 32, 14, 14] input:
+// forward, and the gradients of input, weight and bias. GFLOPS counts the products' flops.
+const dg::Shape kConvInput{64, 32, 14, 14}, kConvWeight{64, 32, 3, 3};
+constexpr double kConvFlops = 2.0 * 64 * 64 * (32 * 9) * (14 * 14);
+
+void BM_Conv2d(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kConvInput), w = dg::randn(kConvWeight), b = dg::randn({64});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::conv2d(x, w, b, {.padding = {1, 1}}));
+  state.counters["GFLOPS"] = benchmark::Counter(kConvFlops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Conv2d)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Conv2dBackward(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kConvInput), w = dg::randn(kConvWeight), g = dg::randn({64, 64, 14, 14});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::conv2d_backward(g, x, w, {.padding = {1, 1}}));
+  state.counters["GFLOPS"] = benchmark::Counter(2 * kConvFlops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Conv2dBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // CUDA: the device runs ops asynchronously, so an iteration queues kCudaOpsPerIteration ops
 // and waits for them; the counter seconds_per_op is the figure to read (launch overhead for
 // one element, bandwidth or GFLOP/s for the large ones).

@@ -45,6 +45,45 @@ def workloads():
         x, y = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
         return (lambda: torch.matmul(x, y)), None, 2 * n**3
 
+    activation = (64, 32, 28, 28)  # as kActivation in core_ops_bench.cc
+    activation_bytes = 64 * 32 * 28 * 28 * 4
+
+    def max_pool():
+        x = torch.randn(activation)
+        return (lambda: torch.nn.functional.max_pool2d_with_indices(x, 2)), activation_bytes, None
+
+    def max_pool_backward():
+        x = torch.randn(activation)
+        _, indices = torch.nn.functional.max_pool2d_with_indices(x, 2)
+        grad = torch.randn(64, 32, 14, 14)
+        return (lambda: torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False,
+                                                                         indices)), activation_bytes, None
+
+    def im2col():
+        x = torch.randn(64, 32, 14, 14)
+        return (lambda: torch.nn.functional.unfold(x, 3, padding=1)), 9 * x.numel() * 4, None
+
+    def col2im():
+        columns = torch.randn(64, 32 * 9, 14 * 14)
+        return (lambda: torch.nn.functional.fold(columns, (14, 14), 3, padding=1)), columns.numel() * 4, None
+
+    conv_flops = 2.0 * 64 * 64 * (32 * 9) * (14 * 14)  # as kConvFlops
+
+    def conv2d():
+        x, w, b = torch.randn(64, 32, 14, 14), torch.randn(64, 32, 3, 3), torch.randn(64)
+        return (lambda: torch.nn.functional.conv2d(x, w, b, padding=1)), None, conv_flops
+
+    def conv2d_backward():
+        x, w, g = torch.randn(64, 32, 14, 14), torch.randn(64, 32, 3, 3), torch.randn(64, 64, 14, 14)
+        return (lambda: torch.ops.aten.convolution_backward(g, x, w, [64], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                             [True, True, True])), None, 2 * conv_flops
+
+    yield "MaxPool2d", False, max_pool
+    yield "MaxPool2dBackward", False, max_pool_backward
+    yield "Im2col", False, im2col
+    yield "Col2im", False, col2im
+    yield "Conv2d", False, conv2d
+    yield "Conv2dBackward", False, conv2d_backward
     yield "AddOneElement", False, lambda: add_one(False)
     yield "AddOneElementInPlace", False, lambda: add_one(True)
     yield "Add16M", False, lambda: add_large(False)
