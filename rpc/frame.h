@@ -28,7 +28,7 @@ struct WireTensor {
   Tensor data;           // contiguous, on the CPU, unless `shared` holds the bytes
   Device target_device;  // the receiver's device for it
   bool requires_grad = false;
-  std::optional<shm::SegmentRef> shared;  // the bytes travel in this segment, not in the frame
+  std::optional<shm::SegmentRef> shared = std::nullopt;  // the bytes travel in this segment, not in the frame
 };
 
 // The metadata of a wire tensor.
