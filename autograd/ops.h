@@ -200,6 +200,12 @@ Tensor outer(const Tensor& a, const Tensor& b);
 // --- convolution and pooling (NCHW or unbatched CHW)
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               const ops::Conv2dOptions& options = {});
+// conv2d's input and weight gradients (ops::conv2d_input_grad / conv2d_weight_grad),
+// differentiable in both of their tensors.
+Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
+                         const ops::Conv2dOptions& options = {});
+Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
+                          const ops::Conv2dOptions& options = {});
 ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options);
 // max_pool2d's backward (differentiable in grad_output, for double backward).
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,

@@ -79,7 +79,7 @@ kernels::Window2d pool_window(const char* op, const Shape& input_sizes, const Po
 Tensor unbatch(const Tensor& t, bool unbatched) { return unbatched ? squeeze(t, 0) : t; }
 
 // Note [Convolution in chunks of images]
-// conv2d and conv2d_backward rearrange the windows of the input into columns (im2col) and
+// conv2d and its gradients rearrange the windows of the input into columns (im2col) and
 // multiply them with the filters (gemm). The columns are kernel_h * kernel_w times the input:
 // made for a whole batch at once (14 MB for the second conv of the Fashion-MNIST CNN at batch
 // 64) they go out to memory and come back for the gemm. On the CPU they are made a chunk of
@@ -95,21 +95,29 @@ int64_t images_per_chunk(const Tensor& x, const kernels::Window2d& w) {
   return std::clamp<int64_t>(kCpuColumnsBytes / std::max<int64_t>(image_bytes, 1), 1, batch);
 }
 
-// The batched NCHW input of conv2d or conv2d_backward, with its weight checked against it.
-Tensor conv_input(const char* op, const Tensor& input, const Tensor& weight, bool& unbatched) {
-  const Tensor x = contiguous(as_batched(op, input, unbatched));
-  detail::check_same_dtype_and_device(op, input, weight);
-  DISTGRAD_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), op, ": expected weight of shape [O, ", x.size(1),
-                 ", kh, kw] for input of shape ", shape_str(input.sizes()), ", found ", shape_str(weight.sizes()));
-  return x;
-}
-
-kernels::Window2d conv_window(const char* op, const Tensor& x, const Tensor& weight, const Conv2dOptions& options) {
-  return make_window(op, "input", x.sizes(),
-                     {.kernel_size = {weight.size(2), weight.size(3)},
+// The window of a convolution with weight of `weight_sizes` over batched NCHW input of
+// `batched_sizes`; `input_sizes` (as given, perhaps unbatched) and the weight's for errors.
+kernels::Window2d conv_window(const char* op, const Shape& batched_sizes, const Shape& input_sizes,
+                              const Shape& weight_sizes, const Conv2dOptions& options) {
+  DISTGRAD_CHECK(weight_sizes.size() == 4 && weight_sizes[1] == batched_sizes[1], op, ": expected weight of shape [O, ",
+                 batched_sizes[1], ", kh, kw] for input of shape ", shape_str(input_sizes), ", found ",
+                 shape_str(weight_sizes));
+  return make_window(op, "input", batched_sizes,
+                     {.kernel_size = {weight_sizes[2], weight_sizes[3]},
                       .stride = options.stride,
                       .padding = options.padding,
                       .dilation = options.dilation});
+}
+
+// The contiguous [N, O, L] gradient of a convolution's output, checked against the window.
+Tensor conv_output_grad(const char* op, const Tensor& grad_output, const kernels::Window2d& w, bool unbatched,
+                        const Shape& input_sizes, const Shape& weight_sizes) {
+  Shape out_sizes{w.batch, weight_sizes[0], w.out_h, w.out_w};
+  if (unbatched) out_sizes.erase(out_sizes.begin());
+  DISTGRAD_CHECK(grad_output.sizes() == out_sizes, op, ": expected grad_output of shape ", shape_str(out_sizes),
+                 " (conv2d's output for input ", shape_str(input_sizes), " and weight ", shape_str(weight_sizes),
+                 "), found ", shape_str(grad_output.sizes()));
+  return contiguous(reshape(grad_output, {w.batch, weight_sizes[0], w.out_h * w.out_w}));
 }
 
 // `w` over `count` images (a chunk of its batch).
@@ -130,14 +138,15 @@ Tensor window_columns(const Tensor& x, const kernels::Window2d& w) {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
   bool unbatched = false;
-  const Tensor x = conv_input("conv2d", input, weight, unbatched);
+  const Tensor x = contiguous(as_batched("conv2d", input, unbatched));
+  detail::check_same_dtype_and_device("conv2d", input, weight);
+  const kernels::Window2d w = conv_window("conv2d", x.sizes(), input.sizes(), weight.sizes(), options);
   const int64_t out_channels = weight.size(0);
   if (bias.defined()) {
     detail::check_same_dtype_and_device("conv2d", input, bias);
     DISTGRAD_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: expected bias of shape [", out_channels,
                    "], found ", shape_str(bias.sizes()));
   }
-  const kernels::Window2d w = conv_window("conv2d", x, weight, options);
   const int64_t patch = w.channels * w.kernel_h * w.kernel_w, windows = w.out_h * w.out_w;
   const Tensor filters = contiguous(reshape(weight, {out_channels, patch}));
   Tensor out = empty({w.batch, out_channels, windows}, {.dtype = x.dtype(), .device = x.device()});
@@ -151,100 +160,108 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
       const int64_t count = std::min(chunk, w.batch - first);
       const Tensor part = narrow(columns, 0, 0, count);
       if (part.numel() > 0) device.im2col(part, narrow(x, 0, first, count), images(w, count));
-      kernels::GemmArgs args{.device = x.device(),
-                             .dtype = x.dtype(),
-                             .batch = count,
-                             .m = out_channels,
-                             .n = windows,
-                             .k = patch,
-                             .beta = bias.defined() ? 1.0 : 0.0,
-                             .a = filters.data_ptr(),
-                             .lda = patch,
-                             .stride_a = 0,  // one filter bank for every image
-                             .b = part.data_ptr(),
-                             .ldb = windows,
-                             .stride_b = patch * windows,
-                             .c = narrow(out, 0, first, count).data_ptr(),
-                             .ldc = windows,
-                             .stride_c = out_channels * windows};
-      device.gemm(args);
+      device.gemm({.device = x.device(),
+                   .dtype = x.dtype(),
+                   .batch = count,
+                   .m = out_channels,
+                   .n = windows,
+                   .k = patch,
+                   .beta = bias.defined() ? 1.0 : 0.0,
+                   .a = filters.data_ptr(),
+                   .lda = patch,
+                   .stride_a = 0,  // one filter bank for every image
+                   .b = part.data_ptr(),
+                   .ldb = windows,
+                   .stride_b = patch * windows,
+                   .c = narrow(out, 0, first, count).data_ptr(),
+                   .ldc = windows,
+                   .stride_c = out_channels * windows});
     }
   }
   return unbatch(reshape(out, {w.batch, out_channels, w.out_h, w.out_w}), unbatched);
 }
 
-Conv2dGradients conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                const Conv2dOptions& options, std::array<bool, 3> needed) {
-  bool unbatched = false;
-  const Tensor x = conv_input("conv2d_backward", input, weight, unbatched);
-  detail::check_same_dtype_and_device("conv2d_backward", input, grad_output);
-  const kernels::Window2d w = conv_window("conv2d_backward", x, weight, options);
-  const int64_t out_channels = weight.size(0);
-  Shape out_sizes{w.batch, out_channels, w.out_h, w.out_w};
-  if (unbatched) out_sizes.erase(out_sizes.begin());
-  DISTGRAD_CHECK(grad_output.sizes() == out_sizes, "conv2d_backward: expected grad_output of shape ",
-                 shape_str(out_sizes), " (conv2d's output for input ", shape_str(input.sizes()), " and weight ",
-                 shape_str(weight.sizes()), "), found ", shape_str(grad_output.sizes()));
-  const int64_t patch = w.channels * w.kernel_h * w.kernel_w, windows = w.out_h * w.out_w;
-  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
-  const Tensor g = contiguous(reshape(grad_output, {w.batch, out_channels, windows}));
+Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
+                         const Conv2dOptions& options) {
+  detail::check_floating("conv2d_input_grad", grad_output);
+  detail::check_same_dtype_and_device("conv2d_input_grad", grad_output, weight);
+  DISTGRAD_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4,
+                 "conv2d_input_grad: expected an input shape [N, C, H, W] or [C, H, W], found ",
+                 shape_str(input_sizes));
+  const bool unbatched = input_sizes.size() == 3;
+  const Shape sizes = unbatched ? Shape{1, input_sizes[0], input_sizes[1], input_sizes[2]} : input_sizes;
+  const kernels::Window2d w = conv_window("conv2d_input_grad", sizes, input_sizes, weight.sizes(), options);
+  const Tensor g = conv_output_grad("conv2d_input_grad", grad_output, w, unbatched, input_sizes, weight.sizes());
+  const int64_t out_channels = weight.size(0), patch = w.channels * w.kernel_h * w.kernel_w;
+  const int64_t windows = w.out_h * w.out_w;
+  const TensorOptions like_g{.dtype = g.dtype(), .device = g.device()};
+  Tensor grad_input = empty(sizes, like_g);
+  if (grad_input.numel() == 0) return unbatch(grad_input, unbatched);
+  if (out_channels == 0) return unbatch(zero_(grad_input), unbatched);
   const Tensor filters = contiguous(reshape(weight, {out_channels, patch}));
-  Conv2dGradients grads;
-  if (needed[0]) grads.input = empty(x.sizes(), like_x);
-  if (needed[1]) grads.weight = zeros({out_channels, patch}, like_x);
-  if (needed[2]) grads.bias = sum(g, {0, 2});
+  const kernels::DeviceKernels& device = kernels::kernels_for(g.device());
+  const int64_t chunk = images_per_chunk(g, w);
+  const Tensor columns = empty({chunk, patch, windows}, like_g);  // [image, patch, window]
+  for (int64_t first = 0; first < w.batch; first += chunk) {
+    const int64_t count = std::min(chunk, w.batch - first);
+    const Tensor part = narrow(columns, 0, 0, count);
+    device.gemm({.device = g.device(),
+                 .dtype = g.dtype(),
+                 .batch = count,
+                 .m = patch,
+                 .n = windows,
+                 .k = out_channels,
+                 .transpose_a = true,
+                 .a = filters.data_ptr(),
+                 .lda = patch,
+                 .stride_a = 0,
+                 .b = narrow(g, 0, first, count).data_ptr(),
+                 .ldb = windows,
+                 .stride_b = out_channels * windows,
+                 .c = part.data_ptr(),
+                 .ldc = windows,
+                 .stride_c = patch * windows});
+    device.col2im(narrow(grad_input, 0, first, count), part, images(w, count));
+  }
+  return unbatch(grad_input, unbatched);
+}
+
+Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
+                          const Conv2dOptions& options) {
+  bool unbatched = false;
+  const Tensor x = contiguous(as_batched("conv2d_weight_grad", input, unbatched));
+  detail::check_same_dtype_and_device("conv2d_weight_grad", input, grad_output);
+  const kernels::Window2d w = conv_window("conv2d_weight_grad", x.sizes(), input.sizes(), weight_sizes, options);
+  const Tensor g = conv_output_grad("conv2d_weight_grad", grad_output, w, unbatched, input.sizes(), weight_sizes);
+  const int64_t out_channels = weight_sizes[0], patch = w.channels * w.kernel_h * w.kernel_w;
+  const int64_t windows = w.out_h * w.out_w;
+  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
+  Tensor grad_weight = zeros({out_channels, patch}, like_x);
+  if (grad_weight.numel() == 0 || w.batch == 0) return reshape(grad_weight, weight_sizes);
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
   const int64_t chunk = images_per_chunk(x, w);
-  // The input gradient's columns, [image, patch, window]; the weight gradient's, [patch, image,
-  // window], so that one gemm over (image, window) sums the chunk's images.
-  const Tensor columns = needed[0] ? empty({chunk, patch, windows}, like_x) : Tensor();
-  const Tensor image_columns = needed[1] ? empty({patch, chunk, windows}, like_x) : Tensor();
-  for (int64_t first = 0; w.batch * windows * patch * out_channels > 0 && first < w.batch; first += chunk) {
+  // The chunk's columns as [patch, image, window], so that one gemm over (image, window) sums
+  // the chunk's images into grad_weight.
+  const Tensor columns = empty({patch, chunk, windows}, like_x);
+  for (int64_t first = 0; first < w.batch; first += chunk) {
     const int64_t count = std::min(chunk, w.batch - first);
-    const Tensor g_part = narrow(g, 0, first, count);
-    if (needed[0]) {
-      const Tensor part = narrow(columns, 0, 0, count);
-      device.gemm({.device = x.device(),
-                   .dtype = x.dtype(),
-                   .batch = count,
-                   .m = patch,
-                   .n = windows,
-                   .k = out_channels,
-                   .transpose_a = true,
-                   .a = filters.data_ptr(),
-                   .lda = patch,
-                   .stride_a = 0,
-                   .b = g_part.data_ptr(),
-                   .ldb = windows,
-                   .stride_b = out_channels * windows,
-                   .c = part.data_ptr(),
-                   .ldc = windows,
-                   .stride_c = patch * windows});
-      device.col2im(narrow(grads.input, 0, first, count), part, images(w, count));
-    }
-    if (needed[1]) {
-      device.im2col(permute(narrow(image_columns, 1, 0, count), {1, 0, 2}), narrow(x, 0, first, count),
-                    images(w, count));
-      const Tensor g_by_channel = contiguous(permute(g_part, {1, 0, 2}));  // [O, image, window]
-      device.gemm({.device = x.device(),
-                   .dtype = x.dtype(),
-                   .m = out_channels,
-                   .n = patch,
-                   .k = count * windows,
-                   .transpose_b = true,
-                   .beta = 1,
-                   .a = g_by_channel.data_ptr(),
-                   .lda = count * windows,
-                   .b = image_columns.data_ptr(),
-                   .ldb = chunk * windows,
-                   .c = grads.weight.data_ptr(),
-                   .ldc = patch});
-    }
+    device.im2col(permute(narrow(columns, 1, 0, count), {1, 0, 2}), narrow(x, 0, first, count), images(w, count));
+    const Tensor g_by_channel = contiguous(permute(narrow(g, 0, first, count), {1, 0, 2}));  // [O, image, window]
+    device.gemm({.device = x.device(),
+                 .dtype = x.dtype(),
+                 .m = out_channels,
+                 .n = patch,
+                 .k = count * windows,
+                 .transpose_b = true,
+                 .beta = 1,
+                 .a = g_by_channel.data_ptr(),
+                 .lda = count * windows,
+                 .b = columns.data_ptr(),
+                 .ldb = chunk * windows,
+                 .c = grad_weight.data_ptr(),
+                 .ldc = patch});
   }
-  if (needed[0] && w.batch * windows * patch * out_channels == 0) zero_(grads.input);
-  if (needed[0]) grads.input = unbatch(grads.input, unbatched);
-  if (needed[1]) grads.weight = reshape(grads.weight, weight.sizes());
-  return grads;
+  return reshape(grad_weight, weight_sizes);
 }
 
 Tensor im2col(const Tensor& input, const Im2colOptions& options) {

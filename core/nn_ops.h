@@ -23,14 +23,14 @@ struct Conv2dOptions {
 // input [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined -> [N, O, oh, ow] (groups = 1).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
 
-// conv2d's gradients for the output gradient `grad_output`: of the input, the weight and the
-// bias, each computed only where `needed` says so (undefined otherwise). Not differentiable
-// again: autograd's conv2d uses it for first-order backward passes.
-struct Conv2dGradients {
-  Tensor input, weight, bias;
-};
-Conv2dGradients conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                const Conv2dOptions& options, std::array<bool, 3> needed = {true, true, true});
+// conv2d's gradients for its output's gradient `grad_output` ([N, O, oh, ow] or [O, oh, ow]):
+// w.r.t. the input, of `input_sizes` (col2im of weight^T x grad_output, a transposed
+// convolution), and w.r.t. the weight, of `weight_sizes` [O, C, kh, kw] (grad_output x
+// im2col(input)^T summed over the images). The bias's is sum(grad_output, {0, 2, 3}).
+Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
+                         const Conv2dOptions& options = {});
+Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
+                          const Conv2dOptions& options = {});
 
 struct Im2colOptions {
   std::array<int64_t, 2> kernel_size{1, 1};

@@ -1,12 +1,10 @@
 // Differentiable convolution and pooling (autograd/ops.h).
 //
-// The backward formulas are built from im2col and its adjoint col2im, which are differentiable
-// themselves (each one's gradient is the other), so every formula here can be differentiated
-// again: the second-order MAML of a conv net needs exactly that. A first-order backward pass
-// (grad mode off, no create_graph) takes conv2d's gradients from ops::conv2d_backward instead,
-// which never holds a whole batch's columns (Note [Convolution in chunks of images]).
+// Every backward formula here is made of differentiable ops, so it can be differentiated again:
+// the second-order MAML of a conv net needs exactly that. conv2d's gradients are two ops of their
+// own whose derivatives are conv2d and themselves (see conv2d_input_grad); avg_pool2d's go
+// through im2col and its adjoint col2im, each the other's gradient.
 #include "autograd/function.h"
-#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
 
@@ -33,36 +31,52 @@ Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const o
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ops::Conv2dOptions& options) {
   Tensor result = ops::conv2d(input, weight, bias, options);  // checks every argument
-  if (!autograd::should_record({&input, &weight, &bias})) return result;
-  if (input.dim() == 3) return squeeze(distgrad::conv2d(unsqueeze(input, 0), weight, bias, options), 0);
-  const ops::Im2colOptions window{.kernel_size = {weight.size(2), weight.size(3)},
-                                  .stride = options.stride,
-                                  .padding = options.padding,
-                                  .dilation = options.dilation};
   if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result},
-                         [window, options, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
-                           const Tensor &input = ctx.saved[0], &weight = ctx.saved[1];
-                           if (!autograd::GradMode::is_enabled()) {  // first order: the core kernels
-                             ops::Conv2dGradients grads = ops::conv2d_backward(
-                                 ctx.grads[0], input, weight, options, {ctx.needs(0), ctx.needs(1), ctx.needs(2)});
-                             return TensorList{grads.input, grads.weight, grads.bias};
-                           }
-                           const int64_t batch = in[0], out_channels = w[0];
-                           const Tensor g = reshape(ctx.grads[0], {batch, out_channels, -1});  // [N, O, L]
-                           Tensor grad_input, grad_weight, grad_bias;
-                           if (ctx.needs(0)) {
-                             const Tensor filters = reshape(weight, {out_channels, -1});  // [O, C*kh*kw]
-                             grad_input = distgrad::col2im(matmul(t(filters), g), {in[2], in[3]}, window);
-                           }
-                           if (ctx.needs(1)) {
-                             const Tensor columns = distgrad::im2col(input, window);  // [N, C*kh*kw, L]
-                             grad_weight = reshape(sum(matmul(g, transpose(columns, 1, 2)), {0}), w);
-                           }
-                           if (ctx.needs(2)) grad_bias = sum(ctx.grads[0], {0, 2, 3});
-                           return TensorList{grad_input, grad_weight, grad_bias};
+                         [options, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
+                           const Tensor &input = ctx.saved[0], &weight = ctx.saved[1], &g = ctx.grads[0];
+                           Shape bias_dims{0, 2, 3};
+                           if (in.size() == 3) bias_dims = {1, 2};
+                           return TensorList{
+                               ctx.needs(0) ? distgrad::conv2d_input_grad(g, weight, in, options) : Tensor(),
+                               ctx.needs(1) ? distgrad::conv2d_weight_grad(g, input, w, options) : Tensor(),
+                               ctx.needs(2) ? sum(g, bias_dims) : Tensor()};
                          })) {
     node->save(input);
     node->save(weight);
+  }
+  return result;
+}
+
+// Both gradients are bilinear in their two tensors, and their derivatives are the three
+// convolution ops again: for an output `a` of conv2d_input_grad(g, W), d/dg <a, .> =
+// conv2d(a, W) and d/dW = conv2d_weight_grad(g, a); for an output `b` of
+// conv2d_weight_grad(g, x), d/dg <b, .> = conv2d(x, b) and d/dx = conv2d_input_grad(g, b).
+Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
+                         const ops::Conv2dOptions& options) {
+  Tensor result = ops::conv2d_input_grad(grad_output, weight, input_sizes, options);
+  if (auto node = record("Conv2dInputGradBackward", {&grad_output, &weight}, {&result},
+                         [options, w = weight.sizes()](const BackwardContext& ctx) {
+                           const Tensor &g = ctx.saved[0], &weight = ctx.saved[1], &a = ctx.grads[0];
+                           return TensorList{ctx.needs(0) ? distgrad::conv2d(a, weight, {}, options) : Tensor(),
+                                             ctx.needs(1) ? distgrad::conv2d_weight_grad(g, a, w, options) : Tensor()};
+                         })) {
+    node->save(grad_output);
+    node->save(weight);
+  }
+  return result;
+}
+
+Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
+                          const ops::Conv2dOptions& options) {
+  Tensor result = ops::conv2d_weight_grad(grad_output, input, weight_sizes, options);
+  if (auto node = record("Conv2dWeightGradBackward", {&grad_output, &input}, {&result},
+                         [options, in = input.sizes()](const BackwardContext& ctx) {
+                           const Tensor &g = ctx.saved[0], &input = ctx.saved[1], &b = ctx.grads[0];
+                           return TensorList{ctx.needs(0) ? distgrad::conv2d(input, b, {}, options) : Tensor(),
+                                             ctx.needs(1) ? distgrad::conv2d_input_grad(g, b, in, options) : Tensor()};
+                         })) {
+    node->save(grad_output);
+    node->save(input);
   }
   return result;
 }

@@ -211,6 +211,25 @@ std::vector<OpCase> all_cases() {
          return TensorList{conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}})};
        }},
       {"conv2d_unbatched_no_bias", {{2, 4, 4}, {2, 2, 2, 2}}, [](In x) { return one(conv2d(x[0], x[1])); }},
+      // conv2d's gradient ops (for input [2, 2, 5, 4] and weight [3, 2, 3, 2] as above), in both
+      // of their tensors.
+      {"conv2d_input_grad",
+       {{2, 3, 3, 4}, {3, 2, 3, 2}},
+       [](In x) {
+         return one(
+             conv2d_input_grad(x[0], x[1], {2, 2, 5, 4}, {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}}));
+       }},
+      {"conv2d_weight_grad",
+       {{2, 3, 3, 4}, {2, 2, 5, 4}},
+       [](In x) {
+         return one(
+             conv2d_weight_grad(x[0], x[1], {3, 2, 3, 2}, {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}}));
+       }},
+      {"conv2d_input_grad_unbatched",
+       {{2, 3, 3}, {2, 2, 2, 2}},
+       [](In x) {
+         return one(conv2d_input_grad(x[0], x[1], {2, 4, 4}));
+       }},
       {"max_pool2d",
        {{2, 2, 5, 4}},
        [](In x) {

@@ -61,27 +61,6 @@ TEST(HigherOrder, ThirdOrderGradcheckThroughAConvolution) {
   EXPECT_TRUE(autograd::gradgradcheck(first_derivative, {weight}));
 }
 
-// A first-order pass takes a convolution's gradients from ops::conv2d_backward, a pass with
-// create_graph from differentiable ops: the two agree (a batch the CPU splits into chunks).
-TEST(HigherOrder, ConvolutionGradientsAreTheSameWithAndWithoutAGraph) {
-  manual_seed(4);
-  const TensorList leaves{randn({5, 8, 26, 26}, {.dtype = kFloat64}), randn({3, 8, 3, 3}, {.dtype = kFloat64}),
-                          randn({3}, {.dtype = kFloat64})};
-  for (const Tensor& leaf : leaves) leaf.requires_grad_();
-  const Tensor weights = randn({5, 3, 13, 26}, {.dtype = kFloat64});
-  const auto loss = [&] {
-    return sum(mul(conv2d(leaves[0], leaves[1], leaves[2], {.stride = {2, 1}, .padding = {1, 1}}), weights));
-  };
-  const TensorList direct = autograd::grad({loss()}, leaves);
-  const TensorList recorded = autograd::grad({loss()}, leaves, {}, std::nullopt, /*create_graph=*/true);
-  // The input's gradient depends on the weight and the weight's on the input (the bias's on neither).
-  EXPECT_TRUE(recorded[0].requires_grad() && recorded[1].requires_grad());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    EXPECT_FALSE(direct[i].requires_grad());
-    EXPECT_TRUE(ops::allclose(direct[i], recorded[i].detach(), 1e-12, 1e-12)) << "gradient " << i;
-  }
-}
-
 // A 1-8-1 tanh MLP as a list of parameters [w1, b1, w2, b2].
 Tensor mlp(const TensorList& p, const Tensor& x) { return addmm(p[3], tanh(addmm(p[1], x, p[0])), p[2]); }
 

@@ -78,22 +78,20 @@ std::vector<double> naive_conv2d(const std::vector<double>& input, const std::ve
 }
 
 struct ConvGradients {
-  std::vector<double> input, weight, bias;
+  std::vector<double> input, weight;
 };
 
 // conv2d's gradients by the same direct loop: every product input * weight of naive_conv2d adds
 // grad * weight to the input's gradient and grad * input to the weight's.
 ConvGradients naive_conv2d_backward(const std::vector<double>& grad, const std::vector<double>& input,
                                     const std::vector<double>& weight, const Geometry& g, int64_t out_channels) {
-  ConvGradients out{std::vector<double>(input.size()), std::vector<double>(weight.size()),
-                    std::vector<double>(out_channels)};
+  ConvGradients out{std::vector<double>(input.size()), std::vector<double>(weight.size())};
   int64_t position = 0;
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t o = 0; o < out_channels; ++o) {
       for (int64_t y = 0; y < g.out_h(); ++y) {
         for (int64_t x = 0; x < g.out_w(); ++x) {
           const double gradient = grad[position++];
-          out.bias[o] += gradient;
           for (int64_t c = 0; c < g.channels; ++c) {
             for (int64_t i = 0; i < g.kernel_h; ++i) {
               for (int64_t j = 0; j < g.kernel_w; ++j) {
@@ -226,9 +224,9 @@ TEST(Conv2d, ABatchInChunksMatchesADirectLoop) {
   expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
 }
 
-// conv2d_backward against the direct loop: strides, padding and dilation; a batch in chunks of
-// images; unbatched input; only some gradients asked for.
-TEST(Conv2dBackward, MatchesADirectLoop) {
+// conv2d's input and weight gradients against the direct loop: strides, padding and dilation;
+// a batch in chunks of images; unbatched input.
+TEST(Conv2dGradients, MatchTheDirectLoop) {
   struct Case {
     Shape input;
     std::array<int64_t, 2> kernel, stride, padding, dilation;
@@ -244,39 +242,45 @@ TEST(Conv2dBackward, MatchesADirectLoop) {
     const std::vector<double> weight = random_values(shape_numel(weight_shape), 45);
     const std::vector<double> grad = random_values(g.batch * out_channels * g.out_h() * g.out_w(), 46);
     const ops::Conv2dOptions options{.stride = c.stride, .padding = c.padding, .dilation = c.dilation};
-    const ops::Conv2dGradients got =
-        ops::conv2d_backward(from_vector(grad, {g.batch, out_channels, g.out_h(), g.out_w()}),
-                             from_vector(input, g.input_shape()), from_vector(weight, weight_shape), options);
+    const Tensor grad_output = from_vector(grad, {g.batch, out_channels, g.out_h(), g.out_w()});
+    const Tensor input_grad = ops::conv2d_input_grad(grad_output, from_vector(weight, weight_shape), c.input, options);
+    const Tensor weight_grad =
+        ops::conv2d_weight_grad(grad_output, from_vector(input, g.input_shape()), weight_shape, options);
     const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, out_channels);
-    EXPECT_EQ(got.input.sizes(), g.input_shape());
-    EXPECT_EQ(got.weight.sizes(), weight_shape);
+    EXPECT_EQ(input_grad.sizes(), g.input_shape());
+    EXPECT_EQ(weight_grad.sizes(), weight_shape);
     // Sums of up to 3380 products: the order differs from the loop's.
-    expect_close(got.input, expected.input, 1e-12);
-    expect_close(got.weight, expected.weight, 1e-12);
-    expect_close(got.bias, expected.bias, 1e-12);
+    expect_close(input_grad, expected.input, 1e-12);
+    expect_close(weight_grad, expected.weight, 1e-12);
   }
-  // Unbatched, the weight's gradient alone.
+  // Unbatched.
   const Geometry g({1, 2, 5, 4}, {3, 3}, {1, 1}, {1, 1});
   const std::vector<double> input = random_values(g.input_numel(), 47), weight = random_values(2 * 2 * 9, 48);
   const std::vector<double> grad = random_values(2 * g.out_h() * g.out_w(), 49);
-  const ops::Conv2dGradients got =
-      ops::conv2d_backward(from_vector(grad, {2, g.out_h(), g.out_w()}), from_vector(input, {2, 5, 4}),
-                           from_vector(weight, {2, 2, 3, 3}), {.padding = {1, 1}}, {false, true, false});
-  EXPECT_FALSE(got.input.defined());
-  EXPECT_FALSE(got.bias.defined());
-  expect_close(got.weight, naive_conv2d_backward(grad, input, weight, g, 2).weight);
+  const Tensor grad_output = from_vector(grad, {2, g.out_h(), g.out_w()});
+  const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, 2);
+  const Tensor input_grad =
+      ops::conv2d_input_grad(grad_output, from_vector(weight, {2, 2, 3, 3}), {2, 5, 4}, {.padding = {1, 1}});
+  EXPECT_EQ(input_grad.sizes(), (Shape{2, 5, 4}));
+  expect_close(input_grad, expected.input, 1e-12);
+  expect_close(ops::conv2d_weight_grad(grad_output, from_vector(input, {2, 5, 4}), {2, 2, 3, 3}, {.padding = {1, 1}}),
+               expected.weight, 1e-12);
 }
 
-TEST(Conv2dBackward, ChecksItsArguments) {
+TEST(Conv2dGradients, CheckTheirArguments) {
   const Tensor x = zeros({2, 3, 6, 6}), w = zeros({4, 3, 3, 3});
-  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 6, 6}), x, w, {}),
-                        "conv2d_backward: expected grad_output of shape [2, 4, 4, 4] (conv2d's output for input "
+  EXPECT_ERROR_CONTAINS(ops::conv2d_weight_grad(zeros({2, 4, 6, 6}), x, w.sizes()),
+                        "conv2d_weight_grad: expected grad_output of shape [2, 4, 4, 4] (conv2d's output for input "
                         "[2, 3, 6, 6] and weight [4, 3, 3, 3]), found [2, 4, 6, 6]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 4, 4}), x, zeros({4, 2, 3, 3}), {}),
-                        "conv2d_backward: expected weight of shape [O, 3, kh, kw] for input of shape [2, 3, 6, 6], "
+  EXPECT_ERROR_CONTAINS(ops::conv2d_input_grad(zeros({2, 4, 4, 4}), zeros({4, 2, 3, 3}), x.sizes()),
+                        "conv2d_input_grad: expected weight of shape [O, 3, kh, kw] for input of shape [2, 3, 6, 6], "
                         "found [4, 2, 3, 3]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 4, 4}, {.dtype = kFloat64}), x, w, {}),
-                        "conv2d_backward: expected tensors of one dtype");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_input_grad(zeros({2, 4, 4, 4}, {.dtype = kFloat64}), w, x.sizes()),
+                        "conv2d_input_grad: expected tensors of one dtype");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_input_grad(zeros({2, 4, 4, 4}), w, {3, 6, 6, 1, 1}),
+                        "conv2d_input_grad: expected an input shape [N, C, H, W] or [C, H, W], found [3, 6, 6, 1, 1]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_weight_grad(zeros({2, 4, 4, 4}), x, {4, 3, 3}),
+                        "conv2d_weight_grad: expected weight of shape [O, 3, kh, kw]");
 }
 
 TEST(Conv2d, WithoutBias) {
