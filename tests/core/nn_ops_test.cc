@@ -49,31 +49,40 @@ struct Geometry {
   int64_t input_numel() const { return batch * channels * height * width; }
 };
 
-// Direct convolution: out[n][o][y][x] = bias[o] + sum_{c,i,j} in[n][c][y*s - p + i*d][x*s - p + j*d] * w[o][c][i][j].
-std::vector<double> naive_conv2d(const std::vector<double>& input, const std::vector<double>& weight,
-                                 const std::vector<double>& bias, const Geometry& g, int64_t out_channels) {
-  std::vector<double> out;
+// Calls visit(output, input, weight) with the flat positions of every product of a direct
+// convolution, out[n][o][y][x] += in[n][c][y*s - p + i*d][x*s - p + j*d] * w[o][c][i][j], in
+// output order.
+template <typename Visit>
+void for_each_conv_product(const Geometry& g, int64_t out_channels, Visit visit) {
+  int64_t output = 0;
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t o = 0; o < out_channels; ++o) {
       for (int64_t y = 0; y < g.out_h(); ++y) {
-        for (int64_t x = 0; x < g.out_w(); ++x) {
-          double total = bias.empty() ? 0 : bias[o];
+        for (int64_t x = 0; x < g.out_w(); ++x, ++output) {
           for (int64_t c = 0; c < g.channels; ++c) {
             for (int64_t i = 0; i < g.kernel_h; ++i) {
               for (int64_t j = 0; j < g.kernel_w; ++j) {
                 const int64_t h = y * g.stride_h - g.pad_h + i * g.dilation_h;
                 const int64_t w = x * g.stride_w - g.pad_w + j * g.dilation_w;
                 if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
-                total += input[((n * g.channels + c) * g.height + h) * g.width + w] *
-                         weight[((o * g.channels + c) * g.kernel_h + i) * g.kernel_w + j];
+                visit(output, ((n * g.channels + c) * g.height + h) * g.width + w,
+                      ((o * g.channels + c) * g.kernel_h + i) * g.kernel_w + j);
               }
             }
           }
-          out.push_back(total);
         }
       }
     }
   }
+}
+
+// Direct convolution, with bias[o] added to every output of channel o.
+std::vector<double> naive_conv2d(const std::vector<double>& input, const std::vector<double>& weight,
+                                 const std::vector<double>& bias, const Geometry& g, int64_t out_channels) {
+  const int64_t plane = g.out_h() * g.out_w();
+  std::vector<double> out(g.batch * out_channels * plane);
+  for (size_t k = 0; k < out.size(); ++k) out[k] = bias.empty() ? 0 : bias[k / plane % out_channels];
+  for_each_conv_product(g, out_channels, [&](int64_t o, int64_t in, int64_t w) { out[o] += input[in] * weight[w]; });
   return out;
 }
 
@@ -81,34 +90,15 @@ struct ConvGradients {
   std::vector<double> input, weight;
 };
 
-// conv2d's gradients by the same direct loop: every product input * weight of naive_conv2d adds
-// grad * weight to the input's gradient and grad * input to the weight's.
+// conv2d's gradients by the same direct loop: every product input * weight adds grad * weight to
+// the input's gradient and grad * input to the weight's.
 ConvGradients naive_conv2d_backward(const std::vector<double>& grad, const std::vector<double>& input,
                                     const std::vector<double>& weight, const Geometry& g, int64_t out_channels) {
   ConvGradients out{std::vector<double>(input.size()), std::vector<double>(weight.size())};
-  int64_t position = 0;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t o = 0; o < out_channels; ++o) {
-      for (int64_t y = 0; y < g.out_h(); ++y) {
-        for (int64_t x = 0; x < g.out_w(); ++x) {
-          const double gradient = grad[position++];
-          for (int64_t c = 0; c < g.channels; ++c) {
-            for (int64_t i = 0; i < g.kernel_h; ++i) {
-              for (int64_t j = 0; j < g.kernel_w; ++j) {
-                const int64_t h = y * g.stride_h - g.pad_h + i * g.dilation_h;
-                const int64_t w = x * g.stride_w - g.pad_w + j * g.dilation_w;
-                if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
-                const int64_t in = ((n * g.channels + c) * g.height + h) * g.width + w;
-                const int64_t wt = ((o * g.channels + c) * g.kernel_h + i) * g.kernel_w + j;
-                out.input[in] += gradient * weight[wt];
-                out.weight[wt] += gradient * input[in];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  for_each_conv_product(g, out_channels, [&](int64_t o, int64_t in, int64_t w) {
+    out.input[in] += grad[o] * weight[w];
+    out.weight[w] += grad[o] * input[in];
+  });
   return out;
 }
 
