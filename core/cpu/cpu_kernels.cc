@@ -739,21 +739,21 @@ int64_t max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_output,
     const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
     T* dst = static_cast<T*>(grad_input.data_ptr());
     const int64_t planes = w.batch * w.channels, plane = w.height * w.width, out_plane = w.out_h * w.out_w;
-#pragma omp parallel for reduction(+ : outside) if (planes * plane >= cpu::kParallelGrain)
+    int64_t count = 0;  // a local: the reduction's variable, not the captured reference
+#pragma omp parallel for reduction(+ : count) if (planes * plane >= cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
       T* image = dst + p * plane;
       const T* g = grad + p * out_plane;
       const int64_t* from = idx + p * out_plane;
       std::fill(image, image + plane, T(0));
-      int64_t plane_outside = 0;
       for (int64_t o = 0; o < out_plane; ++o) {
         const int64_t position = from[o];
         const bool valid = static_cast<uint64_t>(position) < static_cast<uint64_t>(plane);
-        plane_outside += !valid;
+        count += !valid;
         if (valid) image[position] += g[o];
       }
-      outside += plane_outside;
     }
+    outside = count;
   });
   return outside;
 }

@@ -747,6 +747,13 @@ TEST(MaxPool2dBackward, ChecksItsArguments) {
   EXPECT_ERROR_CONTAINS(ops::max_pool2d_backward(pooled.values, outside, {1, 2, 4, 4}, options),
                         "max_pool2d_backward: 2 indices lie outside their 4 x 4 plane (expected flat positions in "
                         "[0, 16))");
+  // Large enough for the planes to be split across threads: every bad index is counted.
+  const ops::ValuesIndices large = ops::max_pool2d(randn({4, 8, 64, 64}), options);
+  const Tensor flat = ops::reshape(ops::clone(large.indices), {-1});
+  for (int64_t position : {int64_t{0}, int64_t{5000}, flat.numel() - 1}) flat.data<int64_t>()[position] = 4096;
+  EXPECT_ERROR_CONTAINS(
+      ops::max_pool2d_backward(large.values, ops::reshape(flat, large.indices.sizes()), {4, 8, 64, 64}, options),
+      "max_pool2d_backward: 3 indices lie outside their 64 x 64 plane");
 }
 
 }  // namespace
