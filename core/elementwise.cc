@@ -125,10 +125,6 @@ Tensor div(const Tensor& a, double b) { return scalar_op(BinaryOp::kDiv, "div", 
 Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kPow, "pow", a, b); }
 Tensor pow(const Tensor& a, double exponent) { return scalar_op(BinaryOp::kPow, "pow", a, exponent); }
 Tensor pow(double base, const Tensor& exponent) { return scalar_op(BinaryOp::kPow, "pow", exponent, base, true); }
-Tensor relu_backward(const Tensor& grad, const Tensor& result) {
-  return binary_op(BinaryOp::kReluBackward, "relu_backward", grad, result);
-}
-
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMaximum, "maximum", a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::kMinimum, "minimum", a, b); }
 
@@ -145,6 +141,9 @@ Tensor cos(const Tensor& t) { return unary_op(UnaryOp::kCos, "cos", t); }
 Tensor tanh(const Tensor& t) { return unary_op(UnaryOp::kTanh, "tanh", t); }
 Tensor sigmoid(const Tensor& t) { return unary_op(UnaryOp::kSigmoid, "sigmoid", t); }
 Tensor relu(const Tensor& t) { return unary_op(UnaryOp::kRelu, "relu", t); }
+Tensor relu_backward(const Tensor& grad, const Tensor& result) {
+  return binary_op(BinaryOp::kReluBackward, "relu_backward", grad, result);
+}
 Tensor gelu(const Tensor& t) { return unary_op(UnaryOp::kGelu, "gelu", t); }
 Tensor erf(const Tensor& t) { return unary_op(UnaryOp::kErf, "erf", t); }
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) {

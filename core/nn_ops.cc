@@ -27,6 +27,23 @@ Tensor as_batched(const char* op, const Tensor& input, bool& unbatched) {
   return unbatched ? unsqueeze(input, 0) : input;
 }
 
+// The NCHW sizes of input of `input_sizes` [N, C, H, W], or [C, H, W] as a batch of one
+// (`unbatched` says which), for the ops that get the input's shape rather than the input.
+Shape batched_sizes(const char* op, const Shape& input_sizes, bool& unbatched) {
+  DISTGRAD_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4, op,
+                 ": expected an input shape [N, C, H, W] or [C, H, W], found ", shape_str(input_sizes));
+  unbatched = input_sizes.size() == 3;
+  return unbatched ? Shape{1, input_sizes[0], input_sizes[1], input_sizes[2]} : input_sizes;
+}
+
+// The sizes of a window op's output of `channels` channels: [N, channels, out_h, out_w], or
+// without N for unbatched input.
+Shape output_sizes(const kernels::Window2d& w, int64_t channels, bool unbatched) {
+  Shape sizes{w.batch, channels, w.out_h, w.out_w};
+  if (unbatched) sizes.erase(sizes.begin());
+  return sizes;
+}
+
 // Positive kernel size, stride and dilation, and non-negative padding.
 void check_window_options(const char* op, const Im2colOptions& options) {
   const auto& [kernel, stride, padding, dilation] = options;
@@ -95,14 +112,14 @@ int64_t images_per_chunk(const Tensor& x, const kernels::Window2d& w) {
   return std::clamp<int64_t>(kCpuColumnsBytes / std::max<int64_t>(image_bytes, 1), 1, batch);
 }
 
-// The window of a convolution with weight of `weight_sizes` over batched NCHW input of
-// `batched_sizes`; `input_sizes` (as given, perhaps unbatched) and the weight's for errors.
-kernels::Window2d conv_window(const char* op, const Shape& batched_sizes, const Shape& input_sizes,
-                              const Shape& weight_sizes, const Conv2dOptions& options) {
-  DISTGRAD_CHECK(weight_sizes.size() == 4 && weight_sizes[1] == batched_sizes[1], op, ": expected weight of shape [O, ",
-                 batched_sizes[1], ", kh, kw] for input of shape ", shape_str(input_sizes), ", found ",
+// The window of a convolution with weight of `weight_sizes` over batched NCHW input of `sizes`;
+// `input_sizes` (as given, perhaps unbatched) and the weight's for errors.
+kernels::Window2d conv_window(const char* op, const Shape& sizes, const Shape& input_sizes, const Shape& weight_sizes,
+                              const Conv2dOptions& options) {
+  DISTGRAD_CHECK(weight_sizes.size() == 4 && weight_sizes[1] == sizes[1], op, ": expected weight of shape [O, ",
+                 sizes[1], ", kh, kw] for input of shape ", shape_str(input_sizes), ", found ",
                  shape_str(weight_sizes));
-  return make_window(op, "input", batched_sizes,
+  return make_window(op, "input", sizes,
                      {.kernel_size = {weight_sizes[2], weight_sizes[3]},
                       .stride = options.stride,
                       .padding = options.padding,
@@ -112,8 +129,7 @@ kernels::Window2d conv_window(const char* op, const Shape& batched_sizes, const 
 // The contiguous [N, O, L] gradient of a convolution's output, checked against the window.
 Tensor conv_output_grad(const char* op, const Tensor& grad_output, const kernels::Window2d& w, bool unbatched,
                         const Shape& input_sizes, const Shape& weight_sizes) {
-  Shape out_sizes{w.batch, weight_sizes[0], w.out_h, w.out_w};
-  if (unbatched) out_sizes.erase(out_sizes.begin());
+  const Shape out_sizes = output_sizes(w, weight_sizes[0], unbatched);
   DISTGRAD_CHECK(grad_output.sizes() == out_sizes, op, ": expected grad_output of shape ", shape_str(out_sizes),
                  " (conv2d's output for input ", shape_str(input_sizes), " and weight ", shape_str(weight_sizes),
                  "), found ", shape_str(grad_output.sizes()));
@@ -185,11 +201,8 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
                          const Conv2dOptions& options) {
   detail::check_floating("conv2d_input_grad", grad_output);
   detail::check_same_dtype_and_device("conv2d_input_grad", grad_output, weight);
-  DISTGRAD_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4,
-                 "conv2d_input_grad: expected an input shape [N, C, H, W] or [C, H, W], found ",
-                 shape_str(input_sizes));
-  const bool unbatched = input_sizes.size() == 3;
-  const Shape sizes = unbatched ? Shape{1, input_sizes[0], input_sizes[1], input_sizes[2]} : input_sizes;
+  bool unbatched = false;
+  const Shape sizes = batched_sizes("conv2d_input_grad", input_sizes, unbatched);
   const kernels::Window2d w = conv_window("conv2d_input_grad", sizes, input_sizes, weight.sizes(), options);
   const Tensor g = conv_output_grad("conv2d_input_grad", grad_output, w, unbatched, input_sizes, weight.sizes());
   const int64_t out_channels = weight.size(0), patch = w.channels * w.kernel_h * w.kernel_w;
@@ -313,14 +326,10 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, con
   detail::check_same_device("max_pool2d_backward", grad_output, indices);
   DISTGRAD_CHECK(indices.dtype() == kInt64, "max_pool2d_backward: expected int64 indices, found a ",
                  indices.describe());
-  DISTGRAD_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4,
-                 "max_pool2d_backward: expected an input shape [N, C, H, W] or [C, H, W], found ",
-                 shape_str(input_sizes));
-  const bool unbatched = input_sizes.size() == 3;
-  const Shape sizes = unbatched ? Shape{1, input_sizes[0], input_sizes[1], input_sizes[2]} : input_sizes;
+  bool unbatched = false;
+  const Shape sizes = batched_sizes("max_pool2d_backward", input_sizes, unbatched);
   const kernels::Window2d w = pool_window("max_pool2d_backward", sizes, options, options.dilation);
-  Shape pooled{w.batch, w.channels, w.out_h, w.out_w};
-  if (unbatched) pooled.erase(pooled.begin());
+  const Shape pooled = output_sizes(w, w.channels, unbatched);
   DISTGRAD_CHECK(grad_output.sizes() == pooled && indices.sizes() == pooled, "max_pool2d_backward: expected ",
                  "grad_output and indices of the pooled shape ", shape_str(pooled), " for input of shape ",
                  shape_str(input_sizes), ", found ", shape_str(grad_output.sizes()), " and ",

@@ -19,15 +19,14 @@ using kernels::ReduceOp;
 
 // How a reduction is handed to the `reduce` kernel: `input` is contiguous and read as
 // [outer, reduced, inner]. Reduced dims that form one block of a contiguous tensor are
-// reduced in place; otherwise (`scattered`) the kept dims are permuted first and the tensor
-// copied, unless run_reduction splits the reduction instead.
+// reduced in place; otherwise `input` is left undefined, to be the tensor copied with the kept
+// dims first (permuted_input), unless run_reduction splits the reduction instead.
 struct ReducePlan {
   Tensor input;
   int64_t outer = 1, reduced = 1, inner = 1;
-  Shape kept_sizes;        // result sizes without the reduced dims
-  Shape keepdim_sizes;     // result sizes with each reduced dim as 1
-  Shape reduced_dims;      // ascending, wrapped
-  bool scattered = false;  // input left undefined: see permuted_input
+  Shape kept_sizes;     // result sizes without the reduced dims
+  Shape keepdim_sizes;  // result sizes with each reduced dim as 1
+  Shape reduced_dims;   // ascending, wrapped
 };
 
 ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
@@ -62,12 +61,12 @@ ReducePlan plan_reduction(const Tensor& t, const Shape& dims, const char* op) {
     if (last < 0) plan.outer = t.numel();  // nothing reduced (a 0-dim tensor)
     return plan;
   }
-  plan.scattered = true;
   plan.outer = shape_numel(plan.kept_sizes);
   return plan;
 }
 
-// The scattered plan's input: the kept dims first, then the reduced ones, copied contiguous.
+// The input of a plan whose reduced dims are not one block: the kept dims first, then the
+// reduced ones, copied contiguous.
 Tensor permuted_input(const Tensor& t, const ReducePlan& plan) {
   Shape order;
   for (int64_t d = 0; d < t.dim(); ++d) {
@@ -83,7 +82,8 @@ Tensor permuted_input(const Tensor& t, const ReducePlan& plan) {
 ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim, bool with_indices,
                             const char* name) {
   ReducePlan plan = plan_reduction(t, dims, name);
-  if (plan.scattered && !with_indices && plan.reduced > 0) {
+  const bool scattered = !plan.input.defined();
+  if (scattered && !with_indices && plan.reduced > 0) {
     // Reduced dims apart (a sum over {0, 2, 3} of NCHW): rather than copying t permuted, reduce
     // its last block of reduced dims in place, then the others of that smaller result.
     auto block_start = plan.reduced_dims.end() - 1;
@@ -94,7 +94,7 @@ ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, boo
     const Tensor result = run_reduction(op, partial, others, /*keepdim=*/true, false, name).values;
     return {keepdim ? result : reshape(result, plan.kept_sizes), {}};
   }
-  if (plan.scattered) plan.input = permuted_input(t, plan);
+  if (scattered) plan.input = permuted_input(t, plan);
   const Shape& sizes = keepdim ? plan.keepdim_sizes : plan.kept_sizes;
   const TensorOptions options{.dtype = plan.input.dtype(), .device = t.device()};
   ValuesIndices result{empty(sizes, options), {}};

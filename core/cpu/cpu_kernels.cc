@@ -575,10 +575,31 @@ struct InsideWindows {
 };
 
 // Whether `value` replaces `best` as a window's maximum met in (ki, kj) order: a larger value, or
-// the first NaN (NaN wins, then the first maximum). Bitwise operators keep it branch-free.
-template <typename T>
-bool takes_over(T value, T best) {
+// the first NaN (NaN wins, then the first maximum). Bitwise operators keep it branch-free; on
+// vectors (SimdLanes below) it gives each lane's answer as an all-ones or all-zeros mask.
+template <typename V>
+auto takes_over(V value, V best) {
   return (value > best) | ((value != value) & (best == best));
+}
+
+// The maximum of the kernel_h x kernel_w window whose top-left element is image[first], all of it
+// inside the image, into *best_out, and its flat position into *index_out.
+template <typename T>
+void max_of_window_inside(const T* image, int64_t first, int64_t width, int64_t kernel_h, int64_t kernel_w, T* best_out,
+                          int64_t* index_out) {
+  int64_t best_index = first;
+  T best = image[first];
+  for (int64_t ki = 0; ki < kernel_h; ++ki) {
+    const int64_t row = first + ki * width;
+    for (int64_t kj = 0; kj < kernel_w; ++kj) {
+      const T value = image[row + kj];
+      const bool take = takes_over(value, best);
+      best = take ? value : best;
+      best_index = take ? row + kj : best_index;
+    }
+  }
+  *best_out = best;
+  *index_out = best_index;
 }
 
 // Max over every window of one plane when all windows lie inside it.
@@ -587,19 +608,8 @@ void max_pool_plane_inside(const T* image, T* best_out, int64_t* index_out, Insi
                            int64_t kernel_w) {
   for (int64_t oh = 0; oh < d.out_h; ++oh) {
     for (int64_t ow = 0; ow < d.out_w; ++ow) {
-      int64_t best_index = oh * d.stride_h * d.width + ow * d.stride_w;
-      T best = image[best_index];
-      for (int64_t ki = 0; ki < kernel_h; ++ki) {
-        const int64_t row = (oh * d.stride_h + ki) * d.width + ow * d.stride_w;
-        for (int64_t kj = 0; kj < kernel_w; ++kj) {
-          const T value = image[row + kj];
-          const bool take = takes_over(value, best);
-          best = take ? value : best;
-          best_index = take ? row + kj : best_index;
-        }
-      }
-      best_out[oh * d.out_w + ow] = best;
-      index_out[oh * d.out_w + ow] = best_index;
+      max_of_window_inside(image, oh * d.stride_h * d.width + ow * d.stride_w, d.width, kernel_h, kernel_w,
+                           best_out + oh * d.out_w + ow, index_out + oh * d.out_w + ow);
     }
   }
 }
@@ -616,7 +626,8 @@ struct SimdLanes {
 };
 
 // The common 2 x 2 window with stride 2, a vector of windows at a time: the same selects as
-// above, on the window's values in (ki, kj) order, with no branch for the data to mislead.
+// above, on the window's values in (ki, kj) order, with no branch for the data to mislead; the
+// windows after the last whole vector one at a time.
 template <typename T>
 void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideWindows d) {
   using Lanes = SimdLanes<T>;
@@ -638,9 +649,9 @@ void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideW
   const auto splat = [](int64_t value) { return Integers{} + static_cast<typename Lanes::Integer>(value); };
   const Integers offsets[3] = {splat(1), splat(d.width), splat(d.width + 1)};
   for (int64_t oh = 0; oh < d.out_h; ++oh) {
-    const T* top = image + 2 * oh * d.width;
-    const T* bottom = top + d.width;
     const int64_t row_start = 2 * oh * d.width;
+    const T* top = image + row_start;
+    const T* bottom = top + d.width;
     T* out = best_out + oh * d.out_w;
     int64_t* index = index_out + oh * d.out_w;
     int64_t ow = 0;
@@ -650,28 +661,14 @@ void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideW
       Values best = load(top + 2 * ow, even_lanes);
       Integers offset{};
       for (int k = 0; k < 3; ++k) {
-        const Values value = candidates[k];
-        const Integers take = (value > best) | ((value != value) & (best == best));
-        best = take ? value : best;
+        const Integers take = takes_over(candidates[k], best);
+        best = take ? candidates[k] : best;
         offset = take ? offsets[k] : offset;
       }
       std::memcpy(out + ow, &best, sizeof(Values));
       for (int lane = 0; lane < kLanes; ++lane) index[ow + lane] = row_start + 2 * (ow + lane) + offset[lane];
     }
-    for (; ow < d.out_w; ++ow) {
-      const int64_t first = 2 * ow;
-      const int64_t positions[4] = {first, first + 1, d.width + first, d.width + first + 1};
-      T best = top[first];
-      int64_t position = first;
-      for (int k = 1; k < 4; ++k) {
-        const T value = top[positions[k]];
-        const bool take = takes_over(value, best);
-        best = take ? value : best;
-        position = take ? positions[k] : position;
-      }
-      out[ow] = best;
-      index[ow] = row_start + position;
-    }
+    for (; ow < d.out_w; ++ow) max_of_window_inside(image, row_start + 2 * ow, d.width, 2, 2, out + ow, index + ow);
   }
 }
 
