@@ -253,27 +253,45 @@ Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const 
   if (grad_weight.numel() == 0 || w.batch == 0) return reshape(grad_weight, weight_sizes);
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
   const int64_t chunk = images_per_chunk(x, w);
-  // The chunk's columns as [patch, image, window], so that one gemm over (image, window) sums
-  // the chunk's images into grad_weight.
-  const Tensor columns = empty({patch, chunk, windows}, like_x);
-  for (int64_t first = 0; first < w.batch; first += chunk) {
-    const int64_t count = std::min(chunk, w.batch - first);
-    device.im2col(permute(narrow(columns, 1, 0, count), {1, 0, 2}), narrow(x, 0, first, count), images(w, count));
-    const Tensor g_by_channel = contiguous(permute(narrow(g, 0, first, count), {1, 0, 2}));  // [O, image, window]
-    device.gemm({.device = x.device(),
-                 .dtype = x.dtype(),
-                 .m = out_channels,
-                 .n = patch,
-                 .k = count * windows,
-                 .transpose_b = true,
-                 .beta = 1,
-                 .a = g_by_channel.data_ptr(),
-                 .lda = count * windows,
-                 .b = columns.data_ptr(),
-                 .ldb = chunk * windows,
-                 .c = grad_weight.data_ptr(),
-                 .ldc = patch});
+  const kernels::GemmArgs product{.device = x.device(),
+                                  .dtype = x.dtype(),
+                                  .m = out_channels,
+                                  .n = patch,
+                                  .transpose_b = true,
+                                  .beta = 1,
+                                  .c = grad_weight.data_ptr(),
+                                  .ldc = patch};
+  if (x.device().is_cpu()) {
+    // One gemm per image adds g[image] ([O, window]) times its columns to grad_weight: the
+    // chunk's columns are read from cache, and g is read where it lies.
+    const Tensor columns = empty({chunk, patch, windows}, like_x);  // [image, patch, window]
+    for (int64_t first = 0; first < w.batch; first += chunk) {
+      const int64_t count = std::min(chunk, w.batch - first);
+      device.im2col(narrow(columns, 0, 0, count), narrow(x, 0, first, count), images(w, count));
+      for (int64_t image = 0; image < count; ++image) {
+        kernels::GemmArgs args = product;
+        args.k = windows;
+        args.a = select(g, 0, first + image).data_ptr();
+        args.lda = windows;
+        args.b = select(columns, 0, image).data_ptr();
+        args.ldb = windows;
+        device.gemm(args);
+      }
+    }
+    return reshape(grad_weight, weight_sizes);
   }
+  // Other devices take the batch as one chunk ([patch, image, window]) and g reordered to
+  // [O, image, window]: one gemm over (image, window) sums every image into grad_weight.
+  const Tensor columns = empty({patch, w.batch, windows}, like_x);
+  device.im2col(permute(columns, {1, 0, 2}), x, w);
+  const Tensor g_by_channel = contiguous(permute(g, {1, 0, 2}));
+  kernels::GemmArgs args = product;
+  args.k = w.batch * windows;
+  args.a = g_by_channel.data_ptr();
+  args.lda = w.batch * windows;
+  args.b = columns.data_ptr();
+  args.ldb = w.batch * windows;
+  device.gemm(args);
   return reshape(grad_weight, weight_sizes);
 }
 

@@ -505,10 +505,10 @@ void im2col(const Tensor& col, const Tensor& in, const Window2d& w) {
   });
 }
 
-// Gathers rather than scatters: each image element sums, in (ki, kj) order, the column entries
-// that read it, so planes run in parallel without sharing writes and the order is the CUDA
-// kernel's. Offset h = ih + pad_h - ki * dilation_h is oh * stride_h for the window row oh that
-// reads ih through ki; it falls as ki grows, so the first negative one ends the loop.
+// Gathers rather than scatters: each image element sums, in (ki, kj) order and in T (as
+// PyTorch's col2im: at most kernel_h * kernel_w terms), the column entries that read it, so planes run in parallel
+// without sharing writes and the order is the CUDA kernel's. Offset h = ih + pad_h - ki * dilation_h is oh * stride_h
+// for the window row oh that reads ih through ki; it falls as ki grows, so the first negative one ends the loop.
 void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
   dispatch_floating(col.dtype(), "col2im", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -523,10 +523,10 @@ void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
       T* out = dst + p * w.height * w.width;
       if (w.stride_h == 1 && w.stride_w == 1) {
         // Window row oh of kernel row ki reads image row ih = oh - pad_h + ki * dilation_h, and
-        // its column ow reads ow + shift: add each such run into a plane of totals, (ki, kj)
+        // its column ow reads ow + shift: add each such run into the zeroed plane, (ki, kj)
         // outermost, so every element sums the same entries in the same order as below,
         // without a division per element.
-        std::vector<AccumulateType<T>> totals(static_cast<size_t>(w.height * w.width), 0);
+        std::fill(out, out + w.height * w.width, T(0));
         for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
           for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
             const T* row = rows + (ki * w.kernel_w + kj) * windows;
@@ -536,19 +536,17 @@ void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
             for (int64_t oh = 0; oh < w.out_h; ++oh) {
               const int64_t ih = oh - w.pad_h + ki * w.dilation_h;
               if (ih < 0 || ih >= w.height) continue;
-              AccumulateType<T>* line = totals.data() + ih * w.width + shift;
+              T* line = out + ih * w.width + shift;
               const T* values = row + oh * w.out_w;
               for (int64_t ow = begin; ow < end; ++ow) line[ow] += values[ow];
             }
           }
         }
-        std::transform(totals.begin(), totals.end(), out,
-                       [](AccumulateType<T> total) { return static_cast<T>(total); });
         continue;
       }
       for (int64_t ih = 0; ih < w.height; ++ih) {
         for (int64_t iw = 0; iw < w.width; ++iw) {
-          AccumulateType<T> total = 0;
+          T total = 0;
           for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
             const int64_t h = ih + w.pad_h - ki * w.dilation_h;
             if (h < 0) break;
@@ -560,7 +558,7 @@ void col2im(const Tensor& image, const Tensor& col, const Window2d& w) {
               total += rows[(ki * w.kernel_w + kj) * windows + h / w.stride_h * w.out_w + x / w.stride_w];
             }
           }
-          out[ih * w.width + iw] = static_cast<T>(total);
+          out[ih * w.width + iw] = total;
         }
       }
     }
@@ -626,8 +624,10 @@ struct SimdLanes {
 };
 
 // The common 2 x 2 window with stride 2, a vector of windows at a time: the same selects as
-// above, on the window's values in (ki, kj) order, with no branch for the data to mislead; the
-// windows after the last whole vector one at a time.
+// above, on the window's values in (ki, kj) order, with no branch for the data to mislead. A row
+// whose windows do not fill whole vectors ends with a vector overlapping the one before it (its
+// windows are computed twice, to the same values); rows narrower than a vector go one window at a
+// time.
 template <typename T>
 void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideWindows d) {
   using Lanes = SimdLanes<T>;
@@ -654,8 +654,14 @@ void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideW
     const T* bottom = top + d.width;
     T* out = best_out + oh * d.out_w;
     int64_t* index = index_out + oh * d.out_w;
-    int64_t ow = 0;
-    for (; ow + kLanes <= d.out_w; ow += kLanes) {
+    if (d.out_w < kLanes) {
+      for (int64_t ow = 0; ow < d.out_w; ++ow) {
+        max_of_window_inside(image, row_start + 2 * ow, d.width, 2, 2, out + ow, index + ow);
+      }
+      continue;
+    }
+    for (int64_t next = 0; next < d.out_w; next += kLanes) {
+      const int64_t ow = std::min(next, d.out_w - kLanes);
       const Values candidates[3] = {load(top + 2 * ow, odd_lanes), load(bottom + 2 * ow, even_lanes),
                                     load(bottom + 2 * ow, odd_lanes)};
       Values best = load(top + 2 * ow, even_lanes);
@@ -668,7 +674,6 @@ void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideW
       std::memcpy(out + ow, &best, sizeof(Values));
       for (int lane = 0; lane < kLanes; ++lane) index[ow + lane] = row_start + 2 * (ow + lane) + offset[lane];
     }
-    for (; ow < d.out_w; ++ow) max_of_window_inside(image, row_start + 2 * ow, d.width, 2, 2, out + ow, index + ow);
   }
 }
 

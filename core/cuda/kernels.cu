@@ -935,7 +935,7 @@ __global__ void col2im_kernel(T* image, const T* col, Window2d w, int64_t numel)
     const int64_t ih = e / w.width % w.height;
     const int64_t plane = e / (w.width * w.height);  // n * channels + c
     const T* rows = col + plane * area * windows;
-    AccumulateType<T> total = 0;
+    T total = 0;
     for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
       const int64_t h = ih + w.pad_h - ki * w.dilation_h;
       if (h < 0) break;
@@ -947,7 +947,7 @@ __global__ void col2im_kernel(T* image, const T* col, Window2d w, int64_t numel)
         total += rows[(ki * w.kernel_w + kj) * windows + h / w.stride_h * w.out_w + x / w.stride_w];
       }
     }
-    image[e] = static_cast<T>(total);
+    image[e] = total;
   }
 }
 
