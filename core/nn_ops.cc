@@ -5,6 +5,7 @@
 #include "core/copy.h"
 #include "core/creation.h"
 #include "core/elementwise.h"
+#include "core/indexing.h"
 #include "core/kernels.h"
 #include "core/op_checks.h"
 #include "core/views.h"
@@ -164,31 +165,35 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
                    "], found ", shape_str(bias.sizes()));
   }
   const int64_t patch = w.channels * w.kernel_h * w.kernel_w, windows = w.out_h * w.out_w;
-  const Tensor filters = contiguous(reshape(weight, {out_channels, patch}));
+  // With a bias, the filters get a last column holding it and the columns a last row of ones:
+  // the product adds the bias as it writes out, with no pass over out of its own.
+  const int64_t depth = bias.defined() ? patch + 1 : patch;
+  const Tensor filters = bias.defined()
+                             ? cat({reshape(weight, {out_channels, patch}), reshape(bias, {out_channels, 1})}, 1)
+                             : contiguous(reshape(weight, {out_channels, patch}));
   Tensor out = empty({w.batch, out_channels, windows}, {.dtype = x.dtype(), .device = x.device()});
-  // The bias is written first and the product added to it (beta = 1), saving a pass over out.
-  if (bias.defined()) copy_(out, expand(reshape(bias, {1, out_channels, 1}), out.sizes()));
   if (out.numel() > 0) {
     const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
     const int64_t chunk = images_per_chunk(x, w);
-    const Tensor columns = empty({chunk, patch, windows}, {.dtype = x.dtype(), .device = x.device()});
+    const Tensor columns = empty({chunk, depth, windows}, {.dtype = x.dtype(), .device = x.device()});
+    if (bias.defined()) fill_(narrow(columns, 1, patch, 1), 1);
     for (int64_t first = 0; first < w.batch; first += chunk) {
       const int64_t count = std::min(chunk, w.batch - first);
       const Tensor part = narrow(columns, 0, 0, count);
-      if (part.numel() > 0) device.im2col(part, narrow(x, 0, first, count), images(w, count));
+      const Tensor windows_of_part = narrow(part, 1, 0, patch);
+      if (windows_of_part.numel() > 0) device.im2col(windows_of_part, narrow(x, 0, first, count), images(w, count));
       device.gemm({.device = x.device(),
                    .dtype = x.dtype(),
                    .batch = count,
                    .m = out_channels,
                    .n = windows,
-                   .k = patch,
-                   .beta = bias.defined() ? 1.0 : 0.0,
+                   .k = depth,
                    .a = filters.data_ptr(),
-                   .lda = patch,
+                   .lda = depth,
                    .stride_a = 0,  // one filter bank for every image
                    .b = part.data_ptr(),
                    .ldb = windows,
-                   .stride_b = patch * windows,
+                   .stride_b = depth * windows,
                    .c = narrow(out, 0, first, count).data_ptr(),
                    .ldc = windows,
                    .stride_c = out_channels * windows});

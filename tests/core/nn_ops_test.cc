@@ -282,6 +282,17 @@ TEST(Conv2d, WithoutBias) {
   expect_close(out, naive_conv2d(input, weight, {}, g, 5));
 }
 
+// The bias rides in the product (a row of ones in the columns): with no input channels the
+// output is the bias alone.
+TEST(Conv2d, NoInputChannelsGiveTheBias) {
+  const Tensor out = ops::conv2d(zeros({2, 0, 4, 4}, {.dtype = kFloat64}), zeros({3, 0, 3, 3}, {.dtype = kFloat64}),
+                                 from_vector(std::vector<double>{0.5, -1, 2}), {.padding = {1, 1}});
+  EXPECT_EQ(out.sizes(), (Shape{2, 3, 4, 4}));
+  std::vector<double> expected;
+  for (int64_t k = 0; k < out.numel(); ++k) expected.push_back(std::vector<double>{0.5, -1, 2}[k / 16 % 3]);
+  expect_close(out, expected);
+}
+
 TEST(Conv2d, UnbatchedInputGivesUnbatchedOutput) {
   const Geometry g({1, 2, 6, 5}, {3, 3}, {2, 2}, {1, 1});
   const std::vector<double> input = random_values(g.input_numel(), 6);
