@@ -111,6 +111,17 @@ struct DeviceKernels {
   int64_t (*max_pool2d_backward)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
                                  const Window2d& window);
   void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);
+  // Winograd F(2 x 2, 3 x 3) for a stride-1 3 x 3 convolution with `window` (Note [Winograd
+  // convolution] in core/nn_ops.cc); both null where the device has none. Its out_h x out_w
+  // outputs come in tiles of 2 x 2; tile (ty, tx) reads the 4 x 4 input at row 2 ty - pad_h,
+  // column 2 tx - pad_w (padding, and what lies past the input, read as zeros).
+  // `tiles` [16, C, batch * tiles per image] (last dim contiguous) gets B^T d B of every input
+  // tile d of contiguous NCHW `in`, the 16 values of a tile along dim 0.
+  void (*winograd_input_tiles)(const Tensor& tiles, const Tensor& in, const Window2d& window);
+  // Contiguous NCHW `out` [batch, O, out_h, out_w] gets A^T m A + bias[o] from every tile m of
+  // `products` [16, O, batch * tiles per image] (last dim contiguous); bias is contiguous or
+  // undefined.
+  void (*winograd_output_tiles)(const Tensor& out, const Tensor& products, const Tensor& bias, const Window2d& window);
 };
 
 // The kernels of `device`'s backend; throws when distgrad was built without it.

@@ -1,12 +1,14 @@
 #include "core/nn_ops.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/copy.h"
 #include "core/creation.h"
 #include "core/elementwise.h"
 #include "core/indexing.h"
 #include "core/kernels.h"
+#include "core/linalg.h"
 #include "core/op_checks.h"
 #include "core/views.h"
 
@@ -143,6 +145,83 @@ kernels::Window2d images(kernels::Window2d w, int64_t count) {
   return w;
 }
 
+// Note [Winograd convolution]
+// A stride-1 3 x 3 convolution (every conv of the Fashion-MNIST CNN and of the few-shot MAML
+// net) gets each 2 x 2 block of outputs from a 4 x 4 tile of the input with 16 products per
+// pair of channels instead of 36: Winograd's minimal filtering F(2 x 2, 3 x 3), as cuDNN, oneDNN
+// and NNPACK have it. The input tiles are transformed (B^T d B, the device's
+// winograd_input_tiles), and the filters (U = G g G^T, winograd_filters below); the 16 positions
+// of a tile are 16 gemms [O, C] x [C, tiles]; the products are transformed back (A^T m A,
+// winograd_output_tiles, which also adds the bias). The input gradient of such a convolution is
+// one too (of the output gradient, with the filters transposed and flipped and padding
+// 2 - pad), so it takes the same path and needs no col2im. Devices with the tile kernels (the
+// CPU) use it when both channel counts are at least kWinogradMinChannels: with fewer, the gemms
+// are too shallow to pay for the transforms (the CNN's first conv has one input channel). On the
+// CPU the images go a chunk at a time, at most kCpuTilesBytes of tiles and products, which the
+// gemms then read from cache. Results differ from im2col's by rounding: the transforms add and
+// subtract a tile's values, as Winograd's method does everywhere.
+constexpr int64_t kWinogradMinChannels = 8;
+constexpr int64_t kCpuTilesBytes = int64_t{1} << 20;
+
+bool winograd_applies(const kernels::Window2d& w, int64_t out_channels, Device device) {
+  return kernels::kernels_for(device).winograd_input_tiles != nullptr && w.kernel_h == 3 && w.kernel_w == 3 &&
+         w.stride_h == 1 && w.stride_w == 1 && w.dilation_h == 1 && w.dilation_w == 1 &&
+         w.channels >= kWinogradMinChannels && out_channels >= kWinogradMinChannels;
+}
+
+// The transforms G g G^T of 3 x 3 filters [O, C, 3, 3] as [16, O, C]; for `transposed_flipped`,
+// those of the filters g'[c, o] = g[o, c] flipped in both directions, as [16, C, O]: flipping
+// g is R g R (R reverses three rows), and (G R) g (G R)^T transforms it, G R being G with its
+// columns reversed.
+Tensor winograd_filters(const Tensor& weight, bool transposed_flipped) {
+  const int64_t out_channels = weight.size(0), channels = weight.size(1), pairs = out_channels * channels;
+  const std::vector<double> g = transposed_flipped
+                                    ? std::vector<double>{0, 0, 1, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 1, 0, 0}
+                                    : std::vector<double>{1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+  const Tensor transform = to(to(from_vector(g, {4, 3}), weight.dtype()), weight.device());
+  // G g for every pair's kernel: [4, pairs * 3]; then (G g) G^T: [4 (row), O, C, 4 (column)].
+  const Tensor left = matmul(transform, reshape(permute(reshape(weight, {pairs, 3, 3}), {1, 0, 2}), {3, pairs * 3}));
+  const Tensor both =
+      reshape(matmul(reshape(left, {4 * pairs, 3}), transpose(transform, 0, 1)), {4, out_channels, channels, 4});
+  const Tensor u = contiguous(permute(both, transposed_flipped ? Shape{0, 3, 2, 1} : Shape{0, 3, 1, 2}));
+  return reshape(u, {16, u.size(2), u.size(3)});
+}
+
+// out (contiguous, [batch, O, out_h * out_w]) = the stride-1 3 x 3 convolution of contiguous
+// NCHW x (window w) whose filters have the transforms `filters` [16, O, C], plus the bias
+// (contiguous, when defined).
+void winograd_conv3x3(const Tensor& out, const Tensor& x, const Tensor& filters, const Tensor& bias,
+                      const kernels::Window2d& w) {
+  const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
+  const int64_t out_channels = filters.size(1), per_image = (w.out_h + 1) / 2 * ((w.out_w + 1) / 2);
+  const int64_t image_bytes = 16 * (w.channels + out_channels) * per_image * static_cast<int64_t>(x.element_size());
+  const int64_t chunk = x.device().is_cpu() ? std::clamp<int64_t>(kCpuTilesBytes / image_bytes, 1, w.batch) : w.batch;
+  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
+  const Tensor tiles = empty({16, w.channels, chunk * per_image}, like_x);
+  const Tensor products = empty({16, out_channels, chunk * per_image}, like_x);
+  for (int64_t first = 0; first < w.batch; first += chunk) {
+    const int64_t count = std::min(chunk, w.batch - first);
+    device.winograd_input_tiles(narrow(tiles, 2, 0, count * per_image), narrow(x, 0, first, count), images(w, count));
+    device.gemm({.device = x.device(),
+                 .dtype = x.dtype(),
+                 .batch = 16,
+                 .m = out_channels,
+                 .n = count * per_image,
+                 .k = w.channels,
+                 .a = filters.data_ptr(),
+                 .lda = w.channels,
+                 .stride_a = out_channels * w.channels,
+                 .b = tiles.data_ptr(),
+                 .ldb = chunk * per_image,
+                 .stride_b = w.channels * chunk * per_image,
+                 .c = products.data_ptr(),
+                 .ldc = chunk * per_image,
+                 .stride_c = out_channels * chunk * per_image});
+    device.winograd_output_tiles(narrow(out, 0, first, count), narrow(products, 2, 0, count * per_image), bias,
+                                 images(w, count));
+  }
+}
+
 // im2col's columns [batch, channels * kernel_h * kernel_w, out_h * out_w] of contiguous NCHW `x`.
 Tensor window_columns(const Tensor& x, const kernels::Window2d& w) {
   Tensor columns = empty({w.batch, w.channels * w.kernel_h * w.kernel_w, w.out_h * w.out_w},
@@ -165,6 +244,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
                    "], found ", shape_str(bias.sizes()));
   }
   const int64_t patch = w.channels * w.kernel_h * w.kernel_w, windows = w.out_h * w.out_w;
+  if (winograd_applies(w, out_channels, x.device())) {
+    Tensor out = empty({w.batch, out_channels, windows}, {.dtype = x.dtype(), .device = x.device()});
+    if (out.numel() > 0) {
+      winograd_conv3x3(out, x, winograd_filters(weight, false), bias.defined() ? contiguous(bias) : bias, w);
+    }
+    return unbatch(reshape(out, {w.batch, out_channels, w.out_h, w.out_w}), unbatched);
+  }
   // With a bias, the filters get a last column holding it and the columns a last row of ones:
   // the product adds the bias as it writes out, with no pass over out of its own.
   const int64_t depth = bias.defined() ? patch + 1 : patch;
@@ -216,6 +302,19 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
   Tensor grad_input = empty(sizes, like_g);
   if (grad_input.numel() == 0) return unbatch(grad_input, unbatched);
   if (out_channels == 0) return unbatch(zero_(grad_input), unbatched);
+  if (w.pad_h <= 2 && w.pad_w <= 2 && winograd_applies(w, out_channels, g.device())) {
+    // The convolution of g with the transposed, flipped filters and padding 2 - pad (Note [Winograd convolution]).
+    kernels::Window2d adjoint = w;
+    adjoint.channels = out_channels;
+    adjoint.height = w.out_h;
+    adjoint.width = w.out_w;
+    adjoint.pad_h = 2 - w.pad_h;
+    adjoint.pad_w = 2 - w.pad_w;
+    adjoint.out_h = w.height;
+    adjoint.out_w = w.width;
+    winograd_conv3x3(grad_input, g, winograd_filters(weight, true), Tensor(), adjoint);
+    return unbatch(grad_input, unbatched);
+  }
   const Tensor filters = contiguous(reshape(weight, {out_channels, patch}));
   const kernels::DeviceKernels& device = kernels::kernels_for(g.device());
   const int64_t chunk = images_per_chunk(g, w);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu/strided_loop.h"
+#include "core/cpu/winograd.h"
 #include "core/kernels.h"
 
 namespace distgrad::kernels {
@@ -811,6 +812,8 @@ const DeviceKernels& cpu_kernels() {
       .max_pool2d = max_pool2d,
       .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,
+      .winograd_input_tiles = cpu_winograd::input_tiles,
+      .winograd_output_tiles = cpu_winograd::output_tiles,
   };
   return table;
 }

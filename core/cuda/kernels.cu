@@ -1142,6 +1142,8 @@ const DeviceKernels& kernels() {
       .max_pool2d = max_pool2d,
       .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,
+      .winograd_input_tiles = nullptr,  // conv2d uses im2col and cuBLAS
+      .winograd_output_tiles = nullptr,
   };
   return table;
 }

@@ -257,6 +257,53 @@ TEST(Conv2dGradients, MatchTheDirectLoop) {
                expected.weight, 1e-12);
 }
 
+// 3 x 3 convolutions with stride 1 and at least 8 channels in and out take the CPU's Winograd
+// path (Note [Winograd convolution]), forward and input gradient: planes whose tiles fill whole
+// groups of four, end with an overlapping group, or make less than one; odd output sizes;
+// padding 0 to 3 (above 2 the input gradient goes through col2im); a batch in chunks.
+TEST(Conv2dWinograd, MatchesTheDirectLoop) {
+  struct Case {
+    Shape input;
+    int64_t out_channels;
+    std::array<int64_t, 2> padding;
+  };
+  const Case cases[] = {{{2, 8, 14, 14}, 8, {1, 1}}, {{2, 9, 5, 7}, 10, {0, 2}}, {{1, 8, 9, 30}, 8, {3, 1}},
+                        {{1, 8, 2, 2}, 8, {1, 1}},   {{2, 8, 16, 9}, 9, {2, 0}}, {{1, 12, 3, 3}, 8, {0, 0}},
+                        {{5, 8, 30, 30}, 8, {1, 1}}};  // 460 KB of tiles and products an image: chunks of 2, 2, 1
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.input) + " padding " + std::to_string(c.padding[0]) + ", " + std::to_string(c.padding[1]));
+    const Geometry g(c.input, {3, 3}, {1, 1}, c.padding);
+    const Shape weight_shape{c.out_channels, g.channels, 3, 3};
+    const std::vector<double> input = random_values(g.input_numel(), 50);
+    const std::vector<double> weight = random_values(shape_numel(weight_shape), 51);
+    const std::vector<double> bias = random_values(c.out_channels, 52);
+    const std::vector<double> grad = random_values(g.batch * c.out_channels * g.out_h() * g.out_w(), 53);
+    const Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, weight_shape),
+                                   from_vector(bias), {.padding = c.padding});
+    EXPECT_EQ(out.sizes(), (Shape{g.batch, c.out_channels, g.out_h(), g.out_w()}));
+    expect_close(out, naive_conv2d(input, weight, bias, g, c.out_channels), 1e-12);
+    const Tensor input_grad =
+        ops::conv2d_input_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
+                               from_vector(weight, weight_shape), g.input_shape(), {.padding = c.padding});
+    expect_close(input_grad, naive_conv2d_backward(grad, input, weight, g, c.out_channels).input, 1e-12);
+  }
+}
+
+// The CNN's second conv in float32: Winograd's transforms add a few roundings to im2col's.
+TEST(Conv2dWinograd, Float32StaysCloseToFloat64) {
+  const Shape input_shape{2, 32, 14, 14}, weight_shape{64, 32, 3, 3}, out_shape{2, 64, 14, 14};
+  const Tensor x = from_vector(random_values(shape_numel(input_shape), 54), input_shape);
+  const Tensor w = from_vector(random_values(shape_numel(weight_shape), 55), weight_shape);
+  const Tensor b = from_vector(random_values(64, 56));
+  const Tensor g = from_vector(random_values(shape_numel(out_shape), 57), out_shape);
+  const auto single = [](const Tensor& t) { return ops::to(t, kFloat32); };
+  const Tensor out = ops::conv2d(x, w, b, {.padding = {1, 1}});
+  expect_close(ops::conv2d(single(x), single(w), single(b), {.padding = {1, 1}}), values(out), 2e-5);
+  const Tensor input_grad = ops::conv2d_input_grad(g, w, input_shape, {.padding = {1, 1}});
+  expect_close(ops::conv2d_input_grad(single(g), single(w), input_shape, {.padding = {1, 1}}), values(input_grad),
+               2e-5);
+}
+
 TEST(Conv2dGradients, CheckTheirArguments) {
   const Tensor x = zeros({2, 3, 6, 6}), w = zeros({4, 3, 3, 3});
   EXPECT_ERROR_CONTAINS(ops::conv2d_weight_grad(zeros({2, 4, 6, 6}), x, w.sizes()),

@@ -1,0 +1,195 @@
+// The CPU's Winograd F(2 x 2, 3 x 3) tile transforms: the 4 x 4 input tile d becomes B^T d B and
+// the 4 x 4 product m becomes the 2 x 2 outputs A^T m A, with
+//   B^T = [1  0 -1  0]      A^T = [1  1  1  0]
+//         [0  1  1  0]            [0  1 -1 -1]
+//         [0 -1  1  0]
+//         [0  1  0 -1]
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016). Both run one plane
+// at a time and four neighbouring tiles of a row at a time, as vectors of four (GCC vector
+// extensions): a tile row of the CNN's 14 x 14 planes is 7 tiles, too short for loops over a row
+// to vectorize well.
+#include "core/cpu/winograd.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "core/cpu/strided_loop.h"
+#include "core/dtype.h"
+
+// Doubles come four to a 32-byte vector, which GCC notes are passed differently with AVX: they
+// only pass between the inlined helpers below.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace distgrad::kernels::cpu_winograd {
+namespace {
+
+// Tiles of 2 x 2 outputs, per image row and column.
+int64_t tile_rows(const Window2d& w) { return (w.out_h + 1) / 2; }
+int64_t tile_columns(const Window2d& w) { return (w.out_w + 1) / 2; }
+
+// The first of the four tiles a row's group `next` (a multiple of 4) takes: a row whose tiles do
+// not fill whole groups ends with a group overlapping the one before it (its tiles are computed
+// twice, to the same values); a row of fewer than four tiles is one partial group.
+int64_t last_four(int64_t next, int64_t columns) { return columns >= 4 ? std::min(next, columns - 4) : next; }
+
+// Four values of T, one per tile.
+template <typename T>
+struct FourTiles {
+  using Values __attribute__((vector_size(4 * sizeof(T)))) = T;
+  using Picks __attribute__((vector_size(4 * sizeof(T)))) = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  // Values at any address of a T (unaligned vector loads and stores).
+  using Unaligned __attribute__((vector_size(4 * sizeof(T)), aligned(alignof(T)), may_alias)) = T;
+
+  static Values load(const T* p) { return *reinterpret_cast<const Unaligned*>(p); }
+  static void store(T* p, Values v) { *reinterpret_cast<Unaligned*>(p) = v; }
+};
+
+// B^T d B of four neighbouring tiles into tiles[position * tile_stride + k] (tile k, position
+// 0..15). The padded plane is split into its even and odd columns, rows `row_length` apart:
+// `even` and `odd` point at the first tile's top row, so column 2 k + s of tile k's row r is
+// even[r * row_length + k + s / 2] for even s, odd[...] for odd s.
+template <typename T>
+inline void input_group(const T* even, const T* odd, int64_t row_length, T* tiles, int64_t tile_stride) {
+  using Four = FourTiles<T>;
+  typename Four::Values by_column[4][4];  // (d B)[r][j]
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const T* e = even + r * row_length;
+    const T* o = odd + r * row_length;
+    const auto d0 = Four::load(e), d1 = Four::load(o), d2 = Four::load(e + 1), d3 = Four::load(o + 1);
+    by_column[r][0] = d0 - d2;
+    by_column[r][1] = d1 + d2;
+    by_column[r][2] = d2 - d1;
+    by_column[r][3] = d1 - d3;
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {  // B^T (d B), column j
+    Four::store(tiles + j * tile_stride, by_column[0][j] - by_column[2][j]);
+    Four::store(tiles + (4 + j) * tile_stride, by_column[1][j] + by_column[2][j]);
+    Four::store(tiles + (8 + j) * tile_stride, by_column[2][j] - by_column[1][j]);
+    Four::store(tiles + (12 + j) * tile_stride, by_column[1][j] - by_column[3][j]);
+  }
+}
+
+// A^T m A + shift of four neighbouring tiles (m: products[position * tile_stride + k] for tile k)
+// as two rows of eight outputs, `top` and `bottom`.
+template <typename T>
+inline void output_group(const T* products, int64_t tile_stride, T shift, T* top, T* bottom) {
+  using Four = FourTiles<T>;
+  using Values = typename Four::Values;
+  using Picks = typename Four::Picks;
+  Values by_row[4][2];  // (m A)[i][j]
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const T* m = products + 4 * i * tile_stride;
+    const Values m0 = Four::load(m), m1 = Four::load(m + tile_stride), m2 = Four::load(m + 2 * tile_stride);
+    const Values m3 = Four::load(m + 3 * tile_stride);
+    by_row[i][0] = m0 + m1 + m2;
+    by_row[i][1] = m1 - m2 - m3;
+  }
+  const Values bias = Values{} + shift;
+  const auto put = [](T* line, Values left, Values right) {  // left[k], right[k] at 2 k, 2 k + 1
+    Four::store(line, __builtin_shuffle(left, right, Picks{0, 4, 1, 5}));
+    Four::store(line + 4, __builtin_shuffle(left, right, Picks{2, 6, 3, 7}));
+  };
+  put(top, by_row[0][0] + by_row[1][0] + by_row[2][0] + bias, by_row[0][1] + by_row[1][1] + by_row[2][1] + bias);
+  put(bottom, by_row[1][0] - by_row[2][0] - by_row[3][0] + bias, by_row[1][1] - by_row[2][1] - by_row[3][1] + bias);
+}
+
+}  // namespace
+
+void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
+  dispatch_floating(in.dtype(), "winograd_input_tiles", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* dst = static_cast<T*>(tiles.data_ptr());
+    const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
+    const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
+    // The plane inside a border of zeros (the padding, and what the last tiles read past the
+    // output's edge, four at a time), split into even and odd columns: every group reads inside.
+    const int64_t padded_h = 2 * rows + 2, half_w = std::max<int64_t>(columns, 4) + 1;
+    // Input column iw lands in padded column iw + pad_w: the first that is even, the first odd.
+    const int64_t first_even = w.pad_w % 2, first_odd = 1 - first_even;
+    const int64_t even_count = (w.width - first_even + 1) / 2, odd_count = (w.width - first_odd + 1) / 2;
+    const int64_t planes = w.batch * w.channels;
+#pragma omp parallel if (planes * per_image * 16 >= cpu::kParallelGrain)
+    {
+      std::vector<T> even(static_cast<size_t>(padded_h * half_w)), odd(even.size());
+#pragma omp for
+      for (int64_t p = 0; p < planes; ++p) {
+        const T* image = src + p * w.height * w.width;
+        std::fill(even.begin(), even.end(), T(0));
+        std::fill(odd.begin(), odd.end(), T(0));
+        for (int64_t ih = 0; ih < w.height; ++ih) {
+          const T* line = image + ih * w.width;
+          T* even_row = even.data() + (ih + w.pad_h) * half_w + (first_even + w.pad_w) / 2;
+          T* odd_row = odd.data() + (ih + w.pad_h) * half_w + (first_odd + w.pad_w) / 2;
+          for (int64_t k = 0; k < even_count; ++k) even_row[k] = line[first_even + 2 * k];
+          for (int64_t k = 0; k < odd_count; ++k) odd_row[k] = line[first_odd + 2 * k];
+        }
+        T* out = dst + p % w.channels * channel_stride + p / w.channels * per_image;
+        for (int64_t ty = 0; ty < rows; ++ty) {
+          for (int64_t next = 0; next < columns; next += 4) {
+            const int64_t tx = last_four(next, columns), offset = 2 * ty * half_w + tx;
+            if (columns >= 4) {
+              input_group(even.data() + offset, odd.data() + offset, half_w, out + ty * columns + tx, tile_stride);
+              continue;
+            }
+            T group[16 * 4];
+            input_group(even.data() + offset, odd.data() + offset, half_w, group, int64_t{4});
+            for (int64_t position = 0; position < 16; ++position) {
+              std::copy_n(group + 4 * position, columns, out + position * tile_stride + ty * columns);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+void output_tiles(const Tensor& out, const Tensor& products, const Tensor& bias, const Window2d& w) {
+  dispatch_floating(out.dtype(), "winograd_output_tiles", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(products.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    const T* bias_data = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+    const int64_t out_channels = products.size(1);
+    const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
+    const int64_t tile_stride = products.stride(0), channel_stride = products.stride(1);
+    const int64_t planes = w.batch * out_channels;
+#pragma omp parallel for if (planes * per_image * 16 >= cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const int64_t o = p % out_channels;
+      const T* m = src + o * channel_stride + p / out_channels * per_image;
+      const T shift = bias_data != nullptr ? bias_data[o] : T(0);
+      T* plane = dst + p * w.out_h * w.out_w;
+      for (int64_t ty = 0; ty < rows; ++ty) {
+        const bool whole_bottom = 2 * ty + 1 < w.out_h;
+        for (int64_t next = 0; next < columns; next += 4) {
+          const int64_t tx = last_four(next, columns);
+          T* top = plane + 2 * ty * w.out_w + 2 * tx;
+          if (columns >= 4 && 2 * tx + 8 <= w.out_w && whole_bottom) {
+            output_group(m + ty * columns + tx, tile_stride, shift, top, top + w.out_w);
+            continue;
+          }
+          // A partial group: its products gathered, its outputs cut to the plane.
+          const int64_t count = std::min<int64_t>(4, columns - tx);
+          T group[16 * 4] = {};
+          for (int64_t position = 0; position < 16; ++position) {
+            std::copy_n(m + position * tile_stride + ty * columns + tx, count, group + 4 * position);
+          }
+          T lines[2][8];
+          output_group(group, int64_t{4}, shift, lines[0], lines[1]);
+          const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
+          std::copy_n(lines[0], width, top);
+          if (whole_bottom) std::copy_n(lines[1], width, top + w.out_w);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace distgrad::kernels::cpu_winograd
