@@ -112,7 +112,7 @@ struct DeviceKernels {
                                  const Window2d& window);
   void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);
   // Winograd F(2 x 2, 3 x 3) for a stride-1 3 x 3 convolution with `window` (Note [Winograd
-  // convolution] in core/nn_ops.cc); both null where the device has none. Its out_h x out_w
+  // convolution] in core/nn_ops.cc); all three null where the device has none. Its out_h x out_w
   // outputs come in tiles of 2 x 2; tile (ty, tx) reads the 4 x 4 input at row 2 ty - pad_h,
   // column 2 tx - pad_w (padding, and what lies past the input, read as zeros).
   // `tiles` [16, C, batch * tiles per image] (last dim contiguous) gets B^T d B of every input
@@ -122,6 +122,10 @@ struct DeviceKernels {
   // `products` [16, O, batch * tiles per image] (last dim contiguous); bias is contiguous or
   // undefined.
   void (*winograd_output_tiles)(const Tensor& out, const Tensor& products, const Tensor& bias, const Window2d& window);
+  // The adjoint of winograd_output_tiles (without the bias): `tiles` [16, O, batch * tiles per
+  // image] (last dim contiguous) gets A g A^T of every 2 x 2 block g of contiguous NCHW
+  // `grad_out` [batch, O, out_h, out_w] (outputs past its edge read as zeros).
+  void (*winograd_output_grad_tiles)(const Tensor& tiles, const Tensor& grad_out, const Window2d& window);
 };
 
 // The kernels of `device`'s backend; throws when distgrad was built without it.

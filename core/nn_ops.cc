@@ -154,7 +154,10 @@ kernels::Window2d images(kernels::Window2d w, int64_t count) {
 // of a tile are 16 gemms [O, C] x [C, tiles]; the products are transformed back (A^T m A,
 // winograd_output_tiles, which also adds the bias). The input gradient of such a convolution is
 // one too (of the output gradient, with the filters transposed and flipped and padding
-// 2 - pad), so it takes the same path and needs no col2im. Devices with the tile kernels (the
+// 2 - pad), so it takes the same path and needs no col2im. The weight gradient is the forward's
+// adjoint position by position: the output gradient's 2 x 2 blocks as tiles (A g A^T,
+// winograd_output_grad_tiles) times the transformed input tiles, summed over tiles by 16 gemms
+// (dU), and brought back to 3 x 3 filters (G^T dU G). Devices with the tile kernels (the
 // CPU) use it when both channel counts are at least kWinogradMinChannels: with fewer, the gemms
 // are too shallow to pay for the transforms (the CNN's first conv has one input channel). On the
 // CPU the images go a chunk at a time, at most kCpuTilesBytes of tiles and products, which the
@@ -169,16 +172,20 @@ bool winograd_applies(const kernels::Window2d& w, int64_t out_channels, Device d
          w.channels >= kWinogradMinChannels && out_channels >= kWinogradMinChannels;
 }
 
+// Winograd's G (4 x 3) on `like`'s device and dtype; with `columns_reversed`, G R (R reverses
+// three rows or columns).
+Tensor winograd_g(const Tensor& like, bool columns_reversed) {
+  const std::vector<double> g = columns_reversed ? std::vector<double>{0, 0, 1, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 1, 0, 0}
+                                                 : std::vector<double>{1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+  return to(to(from_vector(g, {4, 3}), like.dtype()), like.device());
+}
+
 // The transforms G g G^T of 3 x 3 filters [O, C, 3, 3] as [16, O, C]; for `transposed_flipped`,
 // those of the filters g'[c, o] = g[o, c] flipped in both directions, as [16, C, O]: flipping
-// g is R g R (R reverses three rows), and (G R) g (G R)^T transforms it, G R being G with its
-// columns reversed.
+// g is R g R, and (G R) g (G R)^T transforms it.
 Tensor winograd_filters(const Tensor& weight, bool transposed_flipped) {
   const int64_t out_channels = weight.size(0), channels = weight.size(1), pairs = out_channels * channels;
-  const std::vector<double> g = transposed_flipped
-                                    ? std::vector<double>{0, 0, 1, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 1, 0, 0}
-                                    : std::vector<double>{1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
-  const Tensor transform = to(to(from_vector(g, {4, 3}), weight.dtype()), weight.device());
+  const Tensor transform = winograd_g(weight, transposed_flipped);
   // G g for every pair's kernel: [4, pairs * 3]; then (G g) G^T: [4 (row), O, C, 4 (column)].
   const Tensor left = matmul(transform, reshape(permute(reshape(weight, {pairs, 3, 3}), {1, 0, 2}), {3, pairs * 3}));
   const Tensor both =
@@ -187,15 +194,39 @@ Tensor winograd_filters(const Tensor& weight, bool transposed_flipped) {
   return reshape(u, {16, u.size(2), u.size(3)});
 }
 
+// The adjoint of winograd_filters(weight, false): the gradient of the filters [O, C, 3, 3] from
+// that of their transforms [16, O, C], G^T dU G.
+Tensor winograd_filters_grad(const Tensor& transformed_grad, const Shape& weight_sizes) {
+  const int64_t pairs = weight_sizes[0] * weight_sizes[1];
+  const Tensor transform = winograd_g(transformed_grad, false);
+  // dU G for every pair: [4 (row) * pairs, 3]; then G^T (dU G): [3, pairs, 3].
+  const Tensor by_row = contiguous(permute(reshape(transformed_grad, {4, 4, pairs}), {0, 2, 1}));
+  const Tensor right = matmul(reshape(by_row, {4 * pairs, 4}), transform);
+  const Tensor both = reshape(matmul(transpose(transform, 0, 1), reshape(right, {4, pairs * 3})), {3, pairs, 3});
+  return reshape(contiguous(permute(both, {1, 0, 2})), weight_sizes);
+}
+
+// Tiles of 2 x 2 outputs per image.
+int64_t winograd_tiles(const kernels::Window2d& w) { return (w.out_h + 1) / 2 * ((w.out_w + 1) / 2); }
+
+// The images of a chunk whose tiles and products fit in kCpuTilesBytes on the CPU; the whole
+// batch (at least 1) on other devices.
+int64_t winograd_chunk(const Tensor& x, const kernels::Window2d& w, int64_t out_channels) {
+  const int64_t batch = std::max<int64_t>(w.batch, 1);
+  if (!x.device().is_cpu()) return batch;
+  const int64_t image_bytes =
+      16 * (w.channels + out_channels) * winograd_tiles(w) * static_cast<int64_t>(x.element_size());
+  return std::clamp<int64_t>(kCpuTilesBytes / image_bytes, 1, batch);
+}
+
 // out (contiguous, [batch, O, out_h * out_w]) = the stride-1 3 x 3 convolution of contiguous
 // NCHW x (window w) whose filters have the transforms `filters` [16, O, C], plus the bias
 // (contiguous, when defined).
 void winograd_conv3x3(const Tensor& out, const Tensor& x, const Tensor& filters, const Tensor& bias,
                       const kernels::Window2d& w) {
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
-  const int64_t out_channels = filters.size(1), per_image = (w.out_h + 1) / 2 * ((w.out_w + 1) / 2);
-  const int64_t image_bytes = 16 * (w.channels + out_channels) * per_image * static_cast<int64_t>(x.element_size());
-  const int64_t chunk = x.device().is_cpu() ? std::clamp<int64_t>(kCpuTilesBytes / image_bytes, 1, w.batch) : w.batch;
+  const int64_t out_channels = filters.size(1), per_image = winograd_tiles(w);
+  const int64_t chunk = winograd_chunk(x, w, out_channels);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
   const Tensor tiles = empty({16, w.channels, chunk * per_image}, like_x);
   const Tensor products = empty({16, out_channels, chunk * per_image}, like_x);
@@ -220,6 +251,44 @@ void winograd_conv3x3(const Tensor& out, const Tensor& x, const Tensor& filters,
     device.winograd_output_tiles(narrow(out, 0, first, count), narrow(products, 2, 0, count * per_image), bias,
                                  images(w, count));
   }
+}
+
+// The gradient of the filters of the stride-1 3 x 3 convolution of contiguous NCHW x (window w)
+// from g, its output's (contiguous, [batch, O, out_h * out_w]): per position of a tile, the
+// transformed output gradients (A g A^T) times the transformed input tiles, summed over tiles,
+// then brought back to the filters (G^T dU G).
+Tensor winograd_weight_grad(const Tensor& g, const Tensor& x, const Shape& weight_sizes, const kernels::Window2d& w) {
+  const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
+  const int64_t out_channels = weight_sizes[0], per_image = winograd_tiles(w);
+  const int64_t chunk = winograd_chunk(x, w, out_channels);
+  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
+  const Tensor tiles = empty({16, w.channels, chunk * per_image}, like_x);
+  const Tensor grad_tiles = empty({16, out_channels, chunk * per_image}, like_x);
+  const Tensor transformed_grad = zeros({16, out_channels, w.channels}, like_x);
+  for (int64_t first = 0; first < w.batch; first += chunk) {
+    const int64_t count = std::min(chunk, w.batch - first);
+    device.winograd_input_tiles(narrow(tiles, 2, 0, count * per_image), narrow(x, 0, first, count), images(w, count));
+    device.winograd_output_grad_tiles(narrow(grad_tiles, 2, 0, count * per_image), narrow(g, 0, first, count),
+                                      images(w, count));
+    device.gemm({.device = x.device(),
+                 .dtype = x.dtype(),
+                 .batch = 16,
+                 .m = out_channels,
+                 .n = w.channels,
+                 .k = count * per_image,
+                 .transpose_b = true,
+                 .beta = 1,
+                 .a = grad_tiles.data_ptr(),
+                 .lda = chunk * per_image,
+                 .stride_a = out_channels * chunk * per_image,
+                 .b = tiles.data_ptr(),
+                 .ldb = chunk * per_image,
+                 .stride_b = w.channels * chunk * per_image,
+                 .c = transformed_grad.data_ptr(),
+                 .ldc = w.channels,
+                 .stride_c = out_channels * w.channels});
+  }
+  return winograd_filters_grad(transformed_grad, weight_sizes);
 }
 
 // im2col's columns [batch, channels * kernel_h * kernel_w, out_h * out_w] of contiguous NCHW `x`.
@@ -355,6 +424,7 @@ Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const 
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
   Tensor grad_weight = zeros({out_channels, patch}, like_x);
   if (grad_weight.numel() == 0 || w.batch == 0) return reshape(grad_weight, weight_sizes);
+  if (winograd_applies(w, out_channels, x.device())) return winograd_weight_grad(g, x, weight_sizes, w);
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
   const int64_t chunk = images_per_chunk(x, w);
   const kernels::GemmArgs product{.device = x.device(),

@@ -814,6 +814,7 @@ const DeviceKernels& cpu_kernels() {
       .avg_pool2d = avg_pool2d,
       .winograd_input_tiles = cpu_winograd::input_tiles,
       .winograd_output_tiles = cpu_winograd::output_tiles,
+      .winograd_output_grad_tiles = cpu_winograd::output_grad_tiles,
   };
   return table;
 }

@@ -45,6 +45,10 @@ struct FourTiles {
 
   static Values load(const T* p) { return *reinterpret_cast<const Unaligned*>(p); }
   static void store(T* p, Values v) { *reinterpret_cast<Unaligned*>(p) = v; }
+  // p[2 k + first] for k = 0..3.
+  static Values every_other(const T* p, int first) {
+    return __builtin_shuffle(load(p), load(p + 4), Picks{first, first + 2, first + 4, first + 6});
+  }
 };
 
 // B^T d B of four neighbouring tiles into tiles[position * tile_stride + k] (tile k, position
@@ -97,6 +101,26 @@ inline void output_group(const T* products, int64_t tile_stride, T shift, T* top
   };
   put(top, by_row[0][0] + by_row[1][0] + by_row[2][0] + bias, by_row[0][1] + by_row[1][1] + by_row[2][1] + bias);
   put(bottom, by_row[1][0] - by_row[2][0] - by_row[3][0] + bias, by_row[1][1] - by_row[2][1] - by_row[3][1] + bias);
+}
+
+// A g A^T of four neighbouring tiles' 2 x 2 output gradients g, given as two rows of eight
+// values, `top` and `bottom`, into tiles[position * tile_stride + k] (tile k, position 0..15):
+// the adjoint of output_group's A^T m A.
+template <typename T>
+inline void output_grad_group(const T* top, const T* bottom, T* tiles, int64_t tile_stride) {
+  using Four = FourTiles<T>;
+  using Values = typename Four::Values;
+  const Values g00 = Four::every_other(top, 0), g01 = Four::every_other(top, 1);
+  const Values g10 = Four::every_other(bottom, 0), g11 = Four::every_other(bottom, 1);
+  const Values by_row[4][2] = {{g00, g01}, {g00 + g10, g01 + g11}, {g00 - g10, g01 - g11}, {-g10, -g11}};  // A g
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // (A g) A^T, row i
+    T* row = tiles + 4 * i * tile_stride;
+    Four::store(row, by_row[i][0]);
+    Four::store(row + tile_stride, by_row[i][0] + by_row[i][1]);
+    Four::store(row + 2 * tile_stride, by_row[i][0] - by_row[i][1]);
+    Four::store(row + 3 * tile_stride, -by_row[i][1]);
+  }
 }
 
 }  // namespace
@@ -186,6 +210,46 @@ void output_tiles(const Tensor& out, const Tensor& products, const Tensor& bias,
           const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
           std::copy_n(lines[0], width, top);
           if (whole_bottom) std::copy_n(lines[1], width, top + w.out_w);
+        }
+      }
+    }
+  });
+}
+
+void output_grad_tiles(const Tensor& tiles, const Tensor& grad_out, const Window2d& w) {
+  dispatch_floating(grad_out.dtype(), "winograd_output_grad_tiles", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(grad_out.data_ptr());
+    T* dst = static_cast<T*>(tiles.data_ptr());
+    const int64_t out_channels = tiles.size(1);
+    const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
+    const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
+    const int64_t planes = w.batch * out_channels;
+#pragma omp parallel for if (planes * per_image * 16 >= cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* plane = src + p * w.out_h * w.out_w;
+      T* out = dst + p % out_channels * channel_stride + p / out_channels * per_image;
+      for (int64_t ty = 0; ty < rows; ++ty) {
+        const bool whole_bottom = 2 * ty + 1 < w.out_h;
+        for (int64_t next = 0; next < columns; next += 4) {
+          const int64_t tx = last_four(next, columns);
+          const T* top = plane + 2 * ty * w.out_w + 2 * tx;
+          T* first = out + ty * columns + tx;
+          if (columns >= 4 && 2 * tx + 8 <= w.out_w && whole_bottom) {
+            output_grad_group(top, top + w.out_w, first, tile_stride);
+            continue;
+          }
+          // A partial group: its gradients cut to the plane (zeros past it), its tiles to the row.
+          const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
+          T lines[2][8] = {};
+          std::copy_n(top, width, lines[0]);
+          if (whole_bottom) std::copy_n(top + w.out_w, width, lines[1]);
+          T group[16 * 4];
+          output_grad_group(lines[0], lines[1], group, int64_t{4});
+          const int64_t count = std::min<int64_t>(4, columns - tx);
+          for (int64_t position = 0; position < 16; ++position) {
+            std::copy_n(group + 4 * position, count, first + position * tile_stride);
+          }
         }
       }
     }

@@ -1144,6 +1144,7 @@ const DeviceKernels& kernels() {
       .avg_pool2d = avg_pool2d,
       .winograd_input_tiles = nullptr,  // conv2d uses im2col and cuBLAS
       .winograd_output_tiles = nullptr,
+      .winograd_output_grad_tiles = nullptr,
   };
   return table;
 }

@@ -258,7 +258,7 @@ TEST(Conv2dGradients, MatchTheDirectLoop) {
 }
 
 // 3 x 3 convolutions with stride 1 and at least 8 channels in and out take the CPU's Winograd
-// path (Note [Winograd convolution]), forward and input gradient: planes whose tiles fill whole
+// path (Note [Winograd convolution]), forward and both gradients: planes whose tiles fill whole
 // groups of four, end with an overlapping group, or make less than one; odd output sizes;
 // padding 0 to 3 (above 2 the input gradient goes through col2im); a batch in chunks.
 TEST(Conv2dWinograd, MatchesTheDirectLoop) {
@@ -285,7 +285,12 @@ TEST(Conv2dWinograd, MatchesTheDirectLoop) {
     const Tensor input_grad =
         ops::conv2d_input_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
                                from_vector(weight, weight_shape), g.input_shape(), {.padding = c.padding});
-    expect_close(input_grad, naive_conv2d_backward(grad, input, weight, g, c.out_channels).input, 1e-12);
+    const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, c.out_channels);
+    expect_close(input_grad, expected.input, 1e-12);
+    const Tensor weight_grad =
+        ops::conv2d_weight_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
+                                from_vector(input, g.input_shape()), weight_shape, {.padding = c.padding});
+    expect_close(weight_grad, expected.weight, 1e-11);  // sums of up to 4500 products
   }
 }
 
@@ -302,6 +307,9 @@ TEST(Conv2dWinograd, Float32StaysCloseToFloat64) {
   const Tensor input_grad = ops::conv2d_input_grad(g, w, input_shape, {.padding = {1, 1}});
   expect_close(ops::conv2d_input_grad(single(g), single(w), input_shape, {.padding = {1, 1}}), values(input_grad),
                2e-5);
+  const Tensor weight_grad = ops::conv2d_weight_grad(g, x, weight_shape, {.padding = {1, 1}});
+  expect_close(ops::conv2d_weight_grad(single(g), single(x), weight_shape, {.padding = {1, 1}}), values(weight_grad),
+               1e-4);  // sums of 392 products of magnitude up to 1
 }
 
 TEST(Conv2dGradients, CheckTheirArguments) {
