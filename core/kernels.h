@@ -113,8 +113,8 @@ struct DeviceKernels {
   void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);
   // Winograd F(2 x 2, 3 x 3) for a stride-1 3 x 3 convolution with `window` (Note [Winograd
   // convolution] in core/nn_ops.cc); all three null where the device has none. Its out_h x out_w
-  // outputs come in tiles of 2 x 2; tile (ty, tx) reads the 4 x 4 input at row 2 ty - pad_h,
-  // column 2 tx - pad_w (padding, and what lies past the input, read as zeros).
+  // outputs (out_w at least 7) come in tiles of 2 x 2; tile (ty, tx) reads the 4 x 4 input at
+  // row 2 ty - pad_h, column 2 tx - pad_w (padding, and what lies past the input, read as zeros).
   // `tiles` [16, C, batch * tiles per image] (last dim contiguous) gets B^T d B of every input
   // tile d of contiguous NCHW `in`, the 16 values of a tile along dim 0.
   void (*winograd_input_tiles)(const Tensor& tiles, const Tensor& in, const Window2d& window);

@@ -146,8 +146,8 @@ kernels::Window2d images(kernels::Window2d w, int64_t count) {
 }
 
 // Note [Winograd convolution]
-// A stride-1 3 x 3 convolution (every conv of the Fashion-MNIST CNN and of the few-shot MAML
-// net) gets each 2 x 2 block of outputs from a 4 x 4 tile of the input with 16 products per
+// A stride-1 3 x 3 convolution (the kind in the Fashion-MNIST CNN and the few-shot MAML net)
+// gets each 2 x 2 block of outputs from a 4 x 4 tile of the input with 16 products per
 // pair of channels instead of 36: Winograd's minimal filtering F(2 x 2, 3 x 3), as cuDNN, oneDNN
 // and NNPACK have it. The input tiles are transformed (B^T d B, the device's
 // winograd_input_tiles), and the filters (U = G g G^T, winograd_filters below); the 16 positions
@@ -159,17 +159,25 @@ kernels::Window2d images(kernels::Window2d w, int64_t count) {
 // winograd_output_grad_tiles) times the transformed input tiles, summed over tiles by 16 gemms
 // (dU), and brought back to 3 x 3 filters (G^T dU G). Devices with the tile kernels (the
 // CPU) use it when both channel counts are at least kWinogradMinChannels: with fewer, the gemms
-// are too shallow to pay for the transforms (the CNN's first conv has one input channel). On the
-// CPU the images go a chunk at a time, at most kCpuTilesBytes of tiles and products, which the
-// gemms then read from cache. Results differ from im2col's by rounding: the transforms add and
+// are too shallow to pay for the transforms (both nets' first conv has one input channel); and
+// when the output is at least kWinogradMinWidth wide: the transforms go four tiles of a row at
+// a time, and small planes waste most of their tiles (the few-shot net's last conv, 3 x 3
+// outputs, would compute 16 outputs for 9). On
+// the CPU the images go a chunk at a time, at most kCpuTilesBytes of tiles and products, which
+// the gemms then read from cache (a chunk of the whole batch, 19 MB for the CNN's weight
+// gradient, was slower). Results differ from im2col's by rounding: the transforms add and
 // subtract a tile's values, as Winograd's method does everywhere.
 constexpr int64_t kWinogradMinChannels = 8;
+constexpr int64_t kWinogradMinWidth = 7;  // four tiles
 constexpr int64_t kCpuTilesBytes = int64_t{1} << 20;
 
+// Whether the convolution with window `w` (over w.channels, into out_channels) goes through
+// Winograd's tiles.
 bool winograd_applies(const kernels::Window2d& w, int64_t out_channels, Device device) {
   return kernels::kernels_for(device).winograd_input_tiles != nullptr && w.kernel_h == 3 && w.kernel_w == 3 &&
          w.stride_h == 1 && w.stride_w == 1 && w.dilation_h == 1 && w.dilation_w == 1 &&
-         w.channels >= kWinogradMinChannels && out_channels >= kWinogradMinChannels;
+         w.channels >= kWinogradMinChannels && out_channels >= kWinogradMinChannels && w.out_h >= 1 &&
+         w.out_w >= kWinogradMinWidth;
 }
 
 // Winograd's G (4 x 3) on `like`'s device and dtype; with `columns_reversed`, G R (R reverses
@@ -371,16 +379,17 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
   Tensor grad_input = empty(sizes, like_g);
   if (grad_input.numel() == 0) return unbatch(grad_input, unbatched);
   if (out_channels == 0) return unbatch(zero_(grad_input), unbatched);
-  if (w.pad_h <= 2 && w.pad_w <= 2 && winograd_applies(w, out_channels, g.device())) {
-    // The convolution of g with the transposed, flipped filters and padding 2 - pad (Note [Winograd convolution]).
-    kernels::Window2d adjoint = w;
-    adjoint.channels = out_channels;
-    adjoint.height = w.out_h;
-    adjoint.width = w.out_w;
-    adjoint.pad_h = 2 - w.pad_h;
-    adjoint.pad_w = 2 - w.pad_w;
-    adjoint.out_h = w.height;
-    adjoint.out_w = w.width;
+  // The convolution of g with the transposed, flipped filters and padding 2 - pad (Note [Winograd
+  // convolution]), when the forward's padding is at most 2.
+  kernels::Window2d adjoint = w;
+  adjoint.channels = out_channels;
+  adjoint.height = w.out_h;
+  adjoint.width = w.out_w;
+  adjoint.pad_h = 2 - w.pad_h;
+  adjoint.pad_w = 2 - w.pad_w;
+  adjoint.out_h = w.height;
+  adjoint.out_w = w.width;
+  if (w.pad_h <= 2 && w.pad_w <= 2 && winograd_applies(adjoint, w.channels, g.device())) {
     winograd_conv3x3(grad_input, g, winograd_filters(weight, true), Tensor(), adjoint);
     return unbatch(grad_input, unbatched);
   }

@@ -7,7 +7,7 @@
 // (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016). Both run one plane
 // at a time and four neighbouring tiles of a row at a time, as vectors of four (GCC vector
 // extensions): a tile row of the CNN's 14 x 14 planes is 7 tiles, too short for loops over a row
-// to vectorize well.
+// to vectorize well. Every row has at least four tiles (the outputs at least 7 wide, kernels.h).
 #include "core/cpu/winograd.h"
 
 #include <omp.h>
@@ -32,8 +32,8 @@ int64_t tile_columns(const Window2d& w) { return (w.out_w + 1) / 2; }
 
 // The first of the four tiles a row's group `next` (a multiple of 4) takes: a row whose tiles do
 // not fill whole groups ends with a group overlapping the one before it (its tiles are computed
-// twice, to the same values); a row of fewer than four tiles is one partial group.
-int64_t last_four(int64_t next, int64_t columns) { return columns >= 4 ? std::min(next, columns - 4) : next; }
+// twice, to the same values). Rows have at least four tiles (kernels.h).
+int64_t last_four(int64_t next, int64_t columns) { return std::min(next, columns - 4); }
 
 // Four values of T, one per tile.
 template <typename T>
@@ -133,8 +133,8 @@ void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
     const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
     const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
     // The plane inside a border of zeros (the padding, and what the last tiles read past the
-    // output's edge, four at a time), split into even and odd columns: every group reads inside.
-    const int64_t padded_h = 2 * rows + 2, half_w = std::max<int64_t>(columns, 4) + 1;
+    // output's edge), split into even and odd columns: every group reads inside.
+    const int64_t padded_h = 2 * rows + 2, half_w = columns + 1;
     // Input column iw lands in padded column iw + pad_w: the first that is even, the first odd.
     const int64_t first_even = w.pad_w % 2, first_odd = 1 - first_even;
     const int64_t even_count = (w.width - first_even + 1) / 2, odd_count = (w.width - first_odd + 1) / 2;
@@ -157,15 +157,7 @@ void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
         for (int64_t ty = 0; ty < rows; ++ty) {
           for (int64_t next = 0; next < columns; next += 4) {
             const int64_t tx = last_four(next, columns), offset = 2 * ty * half_w + tx;
-            if (columns >= 4) {
-              input_group(even.data() + offset, odd.data() + offset, half_w, out + ty * columns + tx, tile_stride);
-              continue;
-            }
-            T group[16 * 4];
-            input_group(even.data() + offset, odd.data() + offset, half_w, group, int64_t{4});
-            for (int64_t position = 0; position < 16; ++position) {
-              std::copy_n(group + 4 * position, columns, out + position * tile_stride + ty * columns);
-            }
+            input_group(even.data() + offset, odd.data() + offset, half_w, out + ty * columns + tx, tile_stride);
           }
         }
       }
@@ -194,18 +186,14 @@ void output_tiles(const Tensor& out, const Tensor& products, const Tensor& bias,
         for (int64_t next = 0; next < columns; next += 4) {
           const int64_t tx = last_four(next, columns);
           T* top = plane + 2 * ty * w.out_w + 2 * tx;
-          if (columns >= 4 && 2 * tx + 8 <= w.out_w && whole_bottom) {
+          if (2 * tx + 8 <= w.out_w && whole_bottom) {
             output_group(m + ty * columns + tx, tile_stride, shift, top, top + w.out_w);
             continue;
           }
-          // A partial group: its products gathered, its outputs cut to the plane.
-          const int64_t count = std::min<int64_t>(4, columns - tx);
-          T group[16 * 4] = {};
-          for (int64_t position = 0; position < 16; ++position) {
-            std::copy_n(m + position * tile_stride + ty * columns + tx, count, group + 4 * position);
-          }
+          // The last group of an odd-width row, or the last row of an odd-height plane: its
+          // outputs cut to the plane.
           T lines[2][8];
-          output_group(group, int64_t{4}, shift, lines[0], lines[1]);
+          output_group(m + ty * columns + tx, tile_stride, shift, lines[0], lines[1]);
           const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
           std::copy_n(lines[0], width, top);
           if (whole_bottom) std::copy_n(lines[1], width, top + w.out_w);
@@ -234,21 +222,17 @@ void output_grad_tiles(const Tensor& tiles, const Tensor& grad_out, const Window
           const int64_t tx = last_four(next, columns);
           const T* top = plane + 2 * ty * w.out_w + 2 * tx;
           T* first = out + ty * columns + tx;
-          if (columns >= 4 && 2 * tx + 8 <= w.out_w && whole_bottom) {
+          if (2 * tx + 8 <= w.out_w && whole_bottom) {
             output_grad_group(top, top + w.out_w, first, tile_stride);
             continue;
           }
-          // A partial group: its gradients cut to the plane (zeros past it), its tiles to the row.
+          // The last group of an odd-width row, or the last row of an odd-height plane: its
+          // gradients cut to the plane (zeros past it).
           const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
           T lines[2][8] = {};
           std::copy_n(top, width, lines[0]);
           if (whole_bottom) std::copy_n(top + w.out_w, width, lines[1]);
-          T group[16 * 4];
-          output_grad_group(lines[0], lines[1], group, int64_t{4});
-          const int64_t count = std::min<int64_t>(4, columns - tx);
-          for (int64_t position = 0; position < 16; ++position) {
-            std::copy_n(group + 4 * position, count, first + position * tile_stride);
-          }
+          output_grad_group(lines[0], lines[1], first, tile_stride);
         }
       }
     }
