@@ -157,16 +157,15 @@ kernels::Window2d images(kernels::Window2d w, int64_t count) {
 // 2 - pad), so it takes the same path and needs no col2im. The weight gradient is the forward's
 // adjoint position by position: the output gradient's 2 x 2 blocks as tiles (A g A^T,
 // winograd_output_grad_tiles) times the transformed input tiles, summed over tiles by 16 gemms
-// (dU), and brought back to 3 x 3 filters (G^T dU G). Devices with the tile kernels (the
-// CPU) use it when both channel counts are at least kWinogradMinChannels: with fewer, the gemms
-// are too shallow to pay for the transforms (both nets' first conv has one input channel); and
-// when the output is at least kWinogradMinWidth wide: the transforms go four tiles of a row at
-// a time, and small planes waste most of their tiles (the few-shot net's last conv, 3 x 3
-// outputs, would compute 16 outputs for 9). On
-// the CPU the images go a chunk at a time, at most kCpuTilesBytes of tiles and products, which
-// the gemms then read from cache (a chunk of the whole batch, 19 MB for the CNN's weight
-// gradient, was slower). Results differ from im2col's by rounding: the transforms add and
-// subtract a tile's values, as Winograd's method does everywhere.
+// (dU), and brought back to 3 x 3 filters (G^T dU G).
+// Devices with the tile kernels (the CPU) use it when both channel counts are at least
+// kWinogradMinChannels (with fewer, the gemms are too shallow to pay for the transforms: both
+// nets' first conv has one input channel) and the output is at least kWinogradMinWidth wide (the
+// transforms go four tiles of a row at a time, and small planes waste most of their tiles: the
+// few-shot net's last conv, 3 x 3 outputs, would compute 16 outputs for 9). On the CPU the
+// images go a chunk at a time, at most kCpuTilesBytes of tiles and products, which the gemms then
+// read from cache (a chunk of the whole batch, 19 MB for the CNN's weight gradient, was slower).
+// Results differ from im2col's by rounding: the transforms add and subtract a tile's values.
 constexpr int64_t kWinogradMinChannels = 8;
 constexpr int64_t kWinogradMinWidth = 7;  // four tiles
 constexpr int64_t kCpuTilesBytes = int64_t{1} << 20;
