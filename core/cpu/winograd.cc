@@ -165,41 +165,56 @@ void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
   });
 }
 
+namespace {
+
+// Calls for_plane(p) for every plane p < planes (in parallel), then the group visitor it returns
+// as group(ty, tx, whole) for every group of four tiles of p: tile row ty, first tile tx, and
+// whether the group's 2 x 8 outputs all lie inside the plane (else the last group of an
+// odd-width row, or the last row of an odd-height plane).
+template <typename ForPlane>
+void for_each_output_group(const Window2d& w, int64_t planes, ForPlane for_plane) {
+  const int64_t rows = tile_rows(w), columns = tile_columns(w);
+#pragma omp parallel for if (planes * rows * columns * 16 >= cpu::kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    auto group = for_plane(p);
+    for (int64_t ty = 0; ty < rows; ++ty) {
+      for (int64_t next = 0; next < columns; next += 4) {
+        const int64_t tx = last_four(next, columns);
+        group(ty, tx, 2 * tx + 8 <= w.out_w && 2 * ty + 1 < w.out_h);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void output_tiles(const Tensor& out, const Tensor& products, const Tensor& bias, const Window2d& w) {
   dispatch_floating(out.dtype(), "winograd_output_tiles", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = static_cast<const T*>(products.data_ptr());
     T* dst = static_cast<T*>(out.data_ptr());
     const T* bias_data = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-    const int64_t out_channels = products.size(1);
-    const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
+    const int64_t out_channels = products.size(1), columns = tile_columns(w);
+    const int64_t per_image = tile_rows(w) * columns;
     const int64_t tile_stride = products.stride(0), channel_stride = products.stride(1);
-    const int64_t planes = w.batch * out_channels;
-#pragma omp parallel for if (planes * per_image * 16 >= cpu::kParallelGrain)
-    for (int64_t p = 0; p < planes; ++p) {
+    for_each_output_group(w, w.batch * out_channels, [&](int64_t p) {
       const int64_t o = p % out_channels;
       const T* m = src + o * channel_stride + p / out_channels * per_image;
       const T shift = bias_data != nullptr ? bias_data[o] : T(0);
       T* plane = dst + p * w.out_h * w.out_w;
-      for (int64_t ty = 0; ty < rows; ++ty) {
-        const bool whole_bottom = 2 * ty + 1 < w.out_h;
-        for (int64_t next = 0; next < columns; next += 4) {
-          const int64_t tx = last_four(next, columns);
-          T* top = plane + 2 * ty * w.out_w + 2 * tx;
-          if (2 * tx + 8 <= w.out_w && whole_bottom) {
-            output_group(m + ty * columns + tx, tile_stride, shift, top, top + w.out_w);
-            continue;
-          }
-          // The last group of an odd-width row, or the last row of an odd-height plane: its
-          // outputs cut to the plane.
-          T lines[2][8];
-          output_group(m + ty * columns + tx, tile_stride, shift, lines[0], lines[1]);
-          const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
-          std::copy_n(lines[0], width, top);
-          if (whole_bottom) std::copy_n(lines[1], width, top + w.out_w);
+      return [=, &w](int64_t ty, int64_t tx, bool whole) {
+        T* top = plane + 2 * ty * w.out_w + 2 * tx;
+        if (whole) {
+          output_group(m + ty * columns + tx, tile_stride, shift, top, top + w.out_w);
+          return;
         }
-      }
-    }
+        T lines[2][8];  // cut to the plane
+        output_group(m + ty * columns + tx, tile_stride, shift, lines[0], lines[1]);
+        const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
+        std::copy_n(lines[0], width, top);
+        if (2 * ty + 1 < w.out_h) std::copy_n(lines[1], width, top + w.out_w);
+      };
+    });
   });
 }
 
@@ -208,34 +223,26 @@ void output_grad_tiles(const Tensor& tiles, const Tensor& grad_out, const Window
     using T = typename decltype(tag)::type;
     const T* src = static_cast<const T*>(grad_out.data_ptr());
     T* dst = static_cast<T*>(tiles.data_ptr());
-    const int64_t out_channels = tiles.size(1);
-    const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
+    const int64_t out_channels = tiles.size(1), columns = tile_columns(w);
+    const int64_t per_image = tile_rows(w) * columns;
     const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
-    const int64_t planes = w.batch * out_channels;
-#pragma omp parallel for if (planes * per_image * 16 >= cpu::kParallelGrain)
-    for (int64_t p = 0; p < planes; ++p) {
+    for_each_output_group(w, w.batch * out_channels, [&](int64_t p) {
       const T* plane = src + p * w.out_h * w.out_w;
       T* out = dst + p % out_channels * channel_stride + p / out_channels * per_image;
-      for (int64_t ty = 0; ty < rows; ++ty) {
-        const bool whole_bottom = 2 * ty + 1 < w.out_h;
-        for (int64_t next = 0; next < columns; next += 4) {
-          const int64_t tx = last_four(next, columns);
-          const T* top = plane + 2 * ty * w.out_w + 2 * tx;
-          T* first = out + ty * columns + tx;
-          if (2 * tx + 8 <= w.out_w && whole_bottom) {
-            output_grad_group(top, top + w.out_w, first, tile_stride);
-            continue;
-          }
-          // The last group of an odd-width row, or the last row of an odd-height plane: its
-          // gradients cut to the plane (zeros past it).
-          const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
-          T lines[2][8] = {};
-          std::copy_n(top, width, lines[0]);
-          if (whole_bottom) std::copy_n(top + w.out_w, width, lines[1]);
-          output_grad_group(lines[0], lines[1], first, tile_stride);
+      return [=, &w](int64_t ty, int64_t tx, bool whole) {
+        const T* top = plane + 2 * ty * w.out_w + 2 * tx;
+        T* first = out + ty * columns + tx;
+        if (whole) {
+          output_grad_group(top, top + w.out_w, first, tile_stride);
+          return;
         }
-      }
-    }
+        T lines[2][8] = {};  // cut to the plane, zeros past it
+        const int64_t width = std::min<int64_t>(8, w.out_w - 2 * tx);
+        std::copy_n(top, width, lines[0]);
+        if (2 * ty + 1 < w.out_h) std::copy_n(top + w.out_w, width, lines[1]);
+        output_grad_group(lines[0], lines[1], first, tile_stride);
+      };
+    });
   });
 }
 
