@@ -107,12 +107,14 @@ Tensor unbatch(const Tensor& t, bool unbatched) { return unbatched ? squeeze(t, 
 // devices take the whole batch as one chunk (one launch per kernel).
 constexpr int64_t kCpuColumnsBytes = int64_t{512} << 10;
 
-int64_t images_per_chunk(const Tensor& x, const kernels::Window2d& w) {
+// The images of a chunk whose work space, `image_elements` of x's dtype an image (im2col's
+// columns, or Winograd's tiles and products), fits in `cpu_bytes` on the CPU; the whole batch
+// (at least 1) on other devices.
+int64_t images_per_chunk(const Tensor& x, const kernels::Window2d& w, int64_t image_elements, int64_t cpu_bytes) {
   const int64_t batch = std::max<int64_t>(w.batch, 1);
   if (!x.device().is_cpu()) return batch;
-  const int64_t image_bytes =
-      w.channels * w.kernel_h * w.kernel_w * w.out_h * w.out_w * static_cast<int64_t>(x.element_size());
-  return std::clamp<int64_t>(kCpuColumnsBytes / std::max<int64_t>(image_bytes, 1), 1, batch);
+  const int64_t image_bytes = image_elements * static_cast<int64_t>(x.element_size());
+  return std::clamp<int64_t>(cpu_bytes / std::max<int64_t>(image_bytes, 1), 1, batch);
 }
 
 // The window of a convolution with weight of `weight_sizes` over batched NCHW input of `sizes`;
@@ -216,16 +218,6 @@ Tensor winograd_filters_grad(const Tensor& transformed_grad, const Shape& weight
 // Tiles of 2 x 2 outputs per image.
 int64_t winograd_tiles(const kernels::Window2d& w) { return (w.out_h + 1) / 2 * ((w.out_w + 1) / 2); }
 
-// The images of a chunk whose tiles and products fit in kCpuTilesBytes on the CPU; the whole
-// batch (at least 1) on other devices.
-int64_t winograd_chunk(const Tensor& x, const kernels::Window2d& w, int64_t out_channels) {
-  const int64_t batch = std::max<int64_t>(w.batch, 1);
-  if (!x.device().is_cpu()) return batch;
-  const int64_t image_bytes =
-      16 * (w.channels + out_channels) * winograd_tiles(w) * static_cast<int64_t>(x.element_size());
-  return std::clamp<int64_t>(kCpuTilesBytes / image_bytes, 1, batch);
-}
-
 // out (contiguous, [batch, O, out_h * out_w]) = the stride-1 3 x 3 convolution of contiguous
 // NCHW x (window w) whose filters have the transforms `filters` [16, O, C], plus the bias
 // (contiguous, when defined).
@@ -233,7 +225,7 @@ void winograd_conv3x3(const Tensor& out, const Tensor& x, const Tensor& filters,
                       const kernels::Window2d& w) {
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
   const int64_t out_channels = filters.size(1), per_image = winograd_tiles(w);
-  const int64_t chunk = winograd_chunk(x, w, out_channels);
+  const int64_t chunk = images_per_chunk(x, w, 16 * (w.channels + out_channels) * per_image, kCpuTilesBytes);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
   const Tensor tiles = empty({16, w.channels, chunk * per_image}, like_x);
   const Tensor products = empty({16, out_channels, chunk * per_image}, like_x);
@@ -267,7 +259,7 @@ void winograd_conv3x3(const Tensor& out, const Tensor& x, const Tensor& filters,
 Tensor winograd_weight_grad(const Tensor& g, const Tensor& x, const Shape& weight_sizes, const kernels::Window2d& w) {
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
   const int64_t out_channels = weight_sizes[0], per_image = winograd_tiles(w);
-  const int64_t chunk = winograd_chunk(x, w, out_channels);
+  const int64_t chunk = images_per_chunk(x, w, 16 * (w.channels + out_channels) * per_image, kCpuTilesBytes);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
   const Tensor tiles = empty({16, w.channels, chunk * per_image}, like_x);
   const Tensor grad_tiles = empty({16, out_channels, chunk * per_image}, like_x);
@@ -336,7 +328,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   Tensor out = empty({w.batch, out_channels, windows}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
     const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
-    const int64_t chunk = images_per_chunk(x, w);
+    const int64_t chunk = images_per_chunk(x, w, patch * windows, kCpuColumnsBytes);
     const Tensor columns = empty({chunk, depth, windows}, {.dtype = x.dtype(), .device = x.device()});
     if (bias.defined()) fill_(narrow(columns, 1, patch, 1), 1);
     for (int64_t first = 0; first < w.batch; first += chunk) {
@@ -394,7 +386,7 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
   }
   const Tensor filters = contiguous(reshape(weight, {out_channels, patch}));
   const kernels::DeviceKernels& device = kernels::kernels_for(g.device());
-  const int64_t chunk = images_per_chunk(g, w);
+  const int64_t chunk = images_per_chunk(g, w, patch * windows, kCpuColumnsBytes);
   const Tensor columns = empty({chunk, patch, windows}, like_g);  // [image, patch, window]
   for (int64_t first = 0; first < w.batch; first += chunk) {
     const int64_t count = std::min(chunk, w.batch - first);
@@ -434,7 +426,7 @@ Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const 
   if (grad_weight.numel() == 0 || w.batch == 0) return reshape(grad_weight, weight_sizes);
   if (winograd_applies(w, out_channels, x.device())) return winograd_weight_grad(g, x, weight_sizes, w);
   const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
-  const int64_t chunk = images_per_chunk(x, w);
+  const int64_t chunk = images_per_chunk(x, w, patch * windows, kCpuColumnsBytes);
   const kernels::GemmArgs product{.device = x.device(),
                                   .dtype = x.dtype(),
                                   .m = out_channels,
