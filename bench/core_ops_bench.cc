@@ -97,6 +97,21 @@ void BM_MaxPool2d(benchmark::State& state) {
 }
 BENCHMARK(BM_MaxPool2d)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// ReLU and its backward on the same activation: the conv blocks' memory-bound elementwise passes.
+void BM_Relu(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kActivation);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::relu(x));
+  state.SetBytesProcessed(state.iterations() * 2 * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_Relu)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_ReluBackward(benchmark::State& state) {
+  const dg::Tensor y = ops::relu(dg::randn(kActivation)), grad = dg::randn(kActivation);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::relu_backward(grad, y));
+  state.SetBytesProcessed(state.iterations() * 3 * y.numel() * sizeof(float));
+}
+BENCHMARK(BM_ReluBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // Max-pool's backward: the output's gradient added at the argmax positions of a zero image.
 void BM_MaxPool2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);
@@ -126,7 +141,8 @@ void BM_Col2im(benchmark::State& state) {
 BENCHMARK(BM_Col2im)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The second conv of the CNN (32 -> 64 channels, 3 x 3, padding 1) on its [64, 32, 14, 14] input:
-// forward, and the gradients of input, weight and bias. GFLOPS counts the products' flops.
+// forward, and the gradients of input, weight and bias (at once, as a training step's backward
+// takes them). GFLOPS counts the products' flops.
 const dg::Shape kConvInput{64, 32, 14, 14}, kConvWeight{64, 32, 3, 3};
 constexpr double kConvFlops = 2.0 * 64 * 64 * (32 * 9) * (14 * 14);
 
@@ -139,11 +155,7 @@ BENCHMARK(BM_Conv2d)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Conv2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kConvInput), w = dg::randn(kConvWeight), g = dg::randn({64, 64, 14, 14});
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(ops::conv2d_input_grad(g, w, kConvInput, {.padding = {1, 1}}));
-    benchmark::DoNotOptimize(ops::conv2d_weight_grad(g, x, kConvWeight, {.padding = {1, 1}}));
-    benchmark::DoNotOptimize(ops::sum(g, {0, 2, 3}));
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(ops::conv2d_backward(g, x, w, {}, {.padding = {1, 1}}));
   state.counters["GFLOPS"] = benchmark::Counter(2 * kConvFlops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Conv2dBackward)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -118,6 +118,11 @@ struct DeviceKernels {
   // `tiles` [16, C, batch * tiles per image] (last dim contiguous) gets B^T d B of every input
   // tile d of contiguous NCHW `in`, the 16 values of a tile along dim 0.
   void (*winograd_input_tiles)(const Tensor& tiles, const Tensor& in, const Window2d& window);
+  // The adjoint of winograd_input_tiles: contiguous NCHW `grad_in` [batch, C, height, width] (all
+  // of it written) gets B x B^T of every tile x of `tiles` [16, C, batch * tiles per image] (last
+  // dim contiguous) summed where the tiles' 4 x 4 windows overlap; what falls on the padding is
+  // dropped.
+  void (*winograd_input_tiles_adjoint)(const Tensor& grad_in, const Tensor& tiles, const Window2d& window);
   // Contiguous NCHW `out` [batch, O, out_h, out_w] gets A^T m A + bias[o] from every tile m of
   // `products` [16, O, batch * tiles per image] (last dim contiguous); bias is contiguous or
   // undefined.

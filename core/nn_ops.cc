@@ -154,12 +154,13 @@ kernels::Window2d images(kernels::Window2d w, int64_t count) {
 // and NNPACK have it. The input tiles are transformed (B^T d B, the device's
 // winograd_input_tiles), and the filters (U = G g G^T, winograd_filters below); the 16 positions
 // of a tile are 16 gemms [O, C] x [C, tiles]; the products are transformed back (A^T m A,
-// winograd_output_tiles, which also adds the bias). The input gradient of such a convolution is
-// one too (of the output gradient, with the filters transposed and flipped and padding
-// 2 - pad), so it takes the same path and needs no col2im. The weight gradient is the forward's
-// adjoint position by position: the output gradient's 2 x 2 blocks as tiles (A g A^T,
-// winograd_output_grad_tiles) times the transformed input tiles, summed over tiles by 16 gemms
-// (dU), and brought back to 3 x 3 filters (G^T dU G).
+// winograd_output_tiles, which also adds the bias). The gradients run the forward backwards,
+// from the output gradient's 2 x 2 blocks as tiles (dM = A g A^T, winograd_output_grad_tiles):
+// the input's is U^T dM by 16 gemms, through the adjoint of the input transform (B dV B^T summed
+// where tiles overlap, winograd_input_tiles_adjoint), with no col2im; the weight's is dM times the
+// transformed input tiles summed over tiles by 16 gemms (dU), brought back to 3 x 3 filters
+// (G^T dU G); the bias's sums dM at one tile position. conv2d_backward makes dM once for all
+// three (a training step's backward: a pass over the output gradient and its transform saved).
 // Devices with the tile kernels (the CPU) use it when both channel counts are at least
 // kWinogradMinChannels (with fewer, the gemms are too shallow to pay for the transforms: both
 // nets' first conv has one input channel) and the output is at least kWinogradMinWidth wide (the
@@ -181,33 +182,28 @@ bool winograd_applies(const kernels::Window2d& w, int64_t out_channels, Device d
          w.out_w >= kWinogradMinWidth;
 }
 
-// Winograd's G (4 x 3) on `like`'s device and dtype; with `columns_reversed`, G R (R reverses
-// three rows or columns).
-Tensor winograd_g(const Tensor& like, bool columns_reversed) {
-  const std::vector<double> g = columns_reversed ? std::vector<double>{0, 0, 1, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 1, 0, 0}
-                                                 : std::vector<double>{1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+// Winograd's G (4 x 3) on `like`'s device and dtype.
+Tensor winograd_g(const Tensor& like) {
+  const std::vector<double> g{1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
   return to(to(from_vector(g, {4, 3}), like.dtype()), like.device());
 }
 
-// The transforms G g G^T of 3 x 3 filters [O, C, 3, 3] as [16, O, C]; for `transposed_flipped`,
-// those of the filters g'[c, o] = g[o, c] flipped in both directions, as [16, C, O]: flipping
-// g is R g R, and (G R) g (G R)^T transforms it.
-Tensor winograd_filters(const Tensor& weight, bool transposed_flipped) {
+// The transforms G g G^T of 3 x 3 filters [O, C, 3, 3] as [16, O, C].
+Tensor winograd_filters(const Tensor& weight) {
   const int64_t out_channels = weight.size(0), channels = weight.size(1), pairs = out_channels * channels;
-  const Tensor transform = winograd_g(weight, transposed_flipped);
+  const Tensor transform = winograd_g(weight);
   // G g for every pair's kernel: [4, pairs * 3]; then (G g) G^T: [4 (row), O, C, 4 (column)].
   const Tensor left = matmul(transform, reshape(permute(reshape(weight, {pairs, 3, 3}), {1, 0, 2}), {3, pairs * 3}));
   const Tensor both =
       reshape(matmul(reshape(left, {4 * pairs, 3}), transpose(transform, 0, 1)), {4, out_channels, channels, 4});
-  const Tensor u = contiguous(permute(both, transposed_flipped ? Shape{0, 3, 2, 1} : Shape{0, 3, 1, 2}));
-  return reshape(u, {16, u.size(2), u.size(3)});
+  return reshape(contiguous(permute(both, {0, 3, 1, 2})), {16, out_channels, channels});
 }
 
-// The adjoint of winograd_filters(weight, false): the gradient of the filters [O, C, 3, 3] from
+// The adjoint of winograd_filters: the gradient of the filters [O, C, 3, 3] from
 // that of their transforms [16, O, C], G^T dU G.
 Tensor winograd_filters_grad(const Tensor& transformed_grad, const Shape& weight_sizes) {
   const int64_t pairs = weight_sizes[0] * weight_sizes[1];
-  const Tensor transform = winograd_g(transformed_grad, false);
+  const Tensor transform = winograd_g(transformed_grad);
   // dU G for every pair: [4 (row) * pairs, 3]; then G^T (dU G): [3, pairs, 3].
   const Tensor by_row = contiguous(permute(reshape(transformed_grad, {4, 4, pairs}), {0, 2, 1}));
   const Tensor right = matmul(reshape(by_row, {4 * pairs, 4}), transform);
@@ -252,42 +248,75 @@ void winograd_conv3x3(const Tensor& out, const Tensor& x, const Tensor& filters,
   }
 }
 
-// The gradient of the filters of the stride-1 3 x 3 convolution of contiguous NCHW x (window w)
-// from g, its output's (contiguous, [batch, O, out_h * out_w]): per position of a tile, the
-// transformed output gradients (A g A^T) times the transformed input tiles, summed over tiles,
-// then brought back to the filters (G^T dU G).
-Tensor winograd_weight_grad(const Tensor& g, const Tensor& x, const Shape& weight_sizes, const kernels::Window2d& w) {
-  const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
+// The gradients `needed` of the stride-1 3 x 3 convolution with window w from g, its output's
+// (contiguous, [batch, O, out_h * out_w]), a chunk of images at a time: the output gradient's
+// tiles dM = A g A^T serve all three. The bias's is the sum of dM at tile position 5 ((1, 1): a
+// tile's four output gradients added up). The filters' is dM times the transformed tiles V of x
+// (contiguous NCHW, read only for it) summed over tiles by 16 gemms (dU), brought back to 3 x 3 by
+// G^T dU G. The input's is U^T dM, U the transforms of `weight` (read only for it), through the
+// adjoint of the input transform (B dV B^T, summed where tiles overlap).
+Conv2dGrads winograd_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Shape& weight_sizes,
+                              const kernels::Window2d& w, const Conv2dGradsNeeded& needed) {
+  const kernels::DeviceKernels& device = kernels::kernels_for(g.device());
   const int64_t out_channels = weight_sizes[0], per_image = winograd_tiles(w);
-  const int64_t chunk = images_per_chunk(x, w, 16 * (w.channels + out_channels) * per_image, kCpuTilesBytes);
-  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
-  const Tensor tiles = empty({16, w.channels, chunk * per_image}, like_x);
-  const Tensor grad_tiles = empty({16, out_channels, chunk * per_image}, like_x);
-  const Tensor transformed_grad = zeros({16, out_channels, w.channels}, like_x);
+  const int64_t chunk = images_per_chunk(g, w, 16 * (w.channels + out_channels) * per_image, kCpuTilesBytes);
+  const int64_t chunk_tiles = chunk * per_image;
+  const TensorOptions like_g{.dtype = g.dtype(), .device = g.device()};
+  const Tensor grad_tiles = empty({16, out_channels, chunk_tiles}, like_g);
+  const Tensor tiles = empty({16, w.channels, chunk_tiles}, like_g);  // V, then dV
+  const Tensor filters = needed.input ? winograd_filters(weight) : Tensor();
+  const Tensor transformed_grad = needed.weight ? zeros({16, out_channels, w.channels}, like_g) : Tensor();
+  Conv2dGrads grads;
+  if (needed.input) grads.input = empty({w.batch, w.channels, w.height, w.width}, like_g);
+  if (needed.bias) grads.bias = zeros({out_channels}, like_g);
   for (int64_t first = 0; first < w.batch; first += chunk) {
     const int64_t count = std::min(chunk, w.batch - first);
-    device.winograd_input_tiles(narrow(tiles, 2, 0, count * per_image), narrow(x, 0, first, count), images(w, count));
-    device.winograd_output_grad_tiles(narrow(grad_tiles, 2, 0, count * per_image), narrow(g, 0, first, count),
-                                      images(w, count));
-    device.gemm({.device = x.device(),
-                 .dtype = x.dtype(),
-                 .batch = 16,
-                 .m = out_channels,
-                 .n = w.channels,
-                 .k = count * per_image,
-                 .transpose_b = true,
-                 .beta = 1,
-                 .a = grad_tiles.data_ptr(),
-                 .lda = chunk * per_image,
-                 .stride_a = out_channels * chunk * per_image,
-                 .b = tiles.data_ptr(),
-                 .ldb = chunk * per_image,
-                 .stride_b = w.channels * chunk * per_image,
-                 .c = transformed_grad.data_ptr(),
-                 .ldc = w.channels,
-                 .stride_c = out_channels * w.channels});
+    const Tensor chunk_grad_tiles = narrow(grad_tiles, 2, 0, count * per_image);
+    device.winograd_output_grad_tiles(chunk_grad_tiles, narrow(g, 0, first, count), images(w, count));
+    if (needed.bias) add_(grads.bias, sum(select(chunk_grad_tiles, 0, 5), {1}));
+    if (needed.weight) {
+      device.winograd_input_tiles(narrow(tiles, 2, 0, count * per_image), narrow(x, 0, first, count), images(w, count));
+      device.gemm({.device = g.device(),
+                   .dtype = g.dtype(),
+                   .batch = 16,
+                   .m = out_channels,
+                   .n = w.channels,
+                   .k = count * per_image,
+                   .transpose_b = true,
+                   .beta = 1,
+                   .a = grad_tiles.data_ptr(),
+                   .lda = chunk_tiles,
+                   .stride_a = out_channels * chunk_tiles,
+                   .b = tiles.data_ptr(),
+                   .ldb = chunk_tiles,
+                   .stride_b = w.channels * chunk_tiles,
+                   .c = transformed_grad.data_ptr(),
+                   .ldc = w.channels,
+                   .stride_c = out_channels * w.channels});
+    }
+    if (needed.input) {
+      device.gemm({.device = g.device(),
+                   .dtype = g.dtype(),
+                   .batch = 16,
+                   .m = w.channels,
+                   .n = count * per_image,
+                   .k = out_channels,
+                   .transpose_a = true,
+                   .a = filters.data_ptr(),
+                   .lda = w.channels,
+                   .stride_a = out_channels * w.channels,
+                   .b = grad_tiles.data_ptr(),
+                   .ldb = chunk_tiles,
+                   .stride_b = out_channels * chunk_tiles,
+                   .c = tiles.data_ptr(),
+                   .ldc = chunk_tiles,
+                   .stride_c = w.channels * chunk_tiles});
+      device.winograd_input_tiles_adjoint(narrow(grads.input, 0, first, count), narrow(tiles, 2, 0, count * per_image),
+                                          images(w, count));
+    }
   }
-  return winograd_filters_grad(transformed_grad, weight_sizes);
+  if (needed.weight) grads.weight = winograd_filters_grad(transformed_grad, weight_sizes);
+  return grads;
 }
 
 // im2col's columns [batch, channels * kernel_h * kernel_w, out_h * out_w] of contiguous NCHW `x`.
@@ -296,6 +325,65 @@ Tensor window_columns(const Tensor& x, const kernels::Window2d& w) {
                          {.dtype = x.dtype(), .device = x.device()});
   if (columns.numel() > 0) kernels::kernels_for(x.device()).im2col(columns, x, w);
   return columns;
+}
+
+// The weight gradient [O, patch] of the convolution with window w (patch = channels * kernel_h *
+// kernel_w) from g, its output's (contiguous, [batch, O, out_h * out_w]), and contiguous NCHW x:
+// g times im2col's columns of x, summed over the images. With `with_bias`, the columns get a row
+// of ones and the result a last column [O, patch + 1]: the bias's gradient, g summed, in the same
+// pass over g.
+Tensor columns_weight_grad(const Tensor& g, const Tensor& x, const kernels::Window2d& w, int64_t out_channels,
+                           bool with_bias) {
+  const int64_t patch = w.channels * w.kernel_h * w.kernel_w, depth = with_bias ? patch + 1 : patch;
+  const int64_t windows = w.out_h * w.out_w;
+  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
+  Tensor grad_weight = zeros({out_channels, depth}, like_x);
+  if (grad_weight.numel() == 0 || w.batch == 0) return grad_weight;
+  const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
+  const kernels::GemmArgs product{.device = x.device(),
+                                  .dtype = x.dtype(),
+                                  .m = out_channels,
+                                  .n = depth,
+                                  .transpose_b = true,
+                                  .beta = 1,
+                                  .c = grad_weight.data_ptr(),
+                                  .ldc = depth};
+  if (x.device().is_cpu()) {
+    // One gemm per image adds g[image] ([O, window]) times its columns to grad_weight: the
+    // chunk's columns are read from cache, and g is read where it lies.
+    const int64_t chunk = images_per_chunk(x, w, patch * windows, kCpuColumnsBytes);
+    const Tensor columns = empty({chunk, depth, windows}, like_x);  // [image, patch (+ ones), window]
+    if (with_bias) fill_(narrow(columns, 1, patch, 1), 1);
+    for (int64_t first = 0; first < w.batch; first += chunk) {
+      const int64_t count = std::min(chunk, w.batch - first);
+      const Tensor windows_of_part = narrow(narrow(columns, 0, 0, count), 1, 0, patch);
+      if (patch > 0) device.im2col(windows_of_part, narrow(x, 0, first, count), images(w, count));
+      for (int64_t image = 0; image < count; ++image) {
+        kernels::GemmArgs args = product;
+        args.k = windows;
+        args.a = select(g, 0, first + image).data_ptr();
+        args.lda = windows;
+        args.b = select(columns, 0, image).data_ptr();
+        args.ldb = windows;
+        device.gemm(args);
+      }
+    }
+    return grad_weight;
+  }
+  // Other devices take the batch as one chunk ([patch (+ ones), image, window]) and g reordered to
+  // [O, image, window]: one gemm over (image, window) sums every image into grad_weight.
+  const Tensor columns = empty({depth, w.batch, windows}, like_x);
+  if (with_bias) fill_(narrow(columns, 0, patch, 1), 1);
+  if (patch > 0) device.im2col(permute(narrow(columns, 0, 0, patch), {1, 0, 2}), x, w);
+  const Tensor g_by_channel = contiguous(permute(g, {1, 0, 2}));
+  kernels::GemmArgs args = product;
+  args.k = w.batch * windows;
+  args.a = g_by_channel.data_ptr();
+  args.lda = w.batch * windows;
+  args.b = columns.data_ptr();
+  args.ldb = w.batch * windows;
+  device.gemm(args);
+  return grad_weight;
 }
 
 }  // namespace
@@ -315,7 +403,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   if (winograd_applies(w, out_channels, x.device())) {
     Tensor out = empty({w.batch, out_channels, windows}, {.dtype = x.dtype(), .device = x.device()});
     if (out.numel() > 0) {
-      winograd_conv3x3(out, x, winograd_filters(weight, false), bias.defined() ? contiguous(bias) : bias, w);
+      winograd_conv3x3(out, x, winograd_filters(weight), bias.defined() ? contiguous(bias) : bias, w);
     }
     return unbatch(reshape(out, {w.batch, out_channels, w.out_h, w.out_w}), unbatched);
   }
@@ -367,23 +455,14 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
   const int64_t out_channels = weight.size(0), patch = w.channels * w.kernel_h * w.kernel_w;
   const int64_t windows = w.out_h * w.out_w;
   const TensorOptions like_g{.dtype = g.dtype(), .device = g.device()};
-  Tensor grad_input = empty(sizes, like_g);
-  if (grad_input.numel() == 0) return unbatch(grad_input, unbatched);
-  if (out_channels == 0) return unbatch(zero_(grad_input), unbatched);
-  // The convolution of g with the transposed, flipped filters and padding 2 - pad (Note [Winograd
-  // convolution]), when the forward's padding is at most 2.
-  kernels::Window2d adjoint = w;
-  adjoint.channels = out_channels;
-  adjoint.height = w.out_h;
-  adjoint.width = w.out_w;
-  adjoint.pad_h = 2 - w.pad_h;
-  adjoint.pad_w = 2 - w.pad_w;
-  adjoint.out_h = w.height;
-  adjoint.out_w = w.width;
-  if (w.pad_h <= 2 && w.pad_w <= 2 && winograd_applies(adjoint, w.channels, g.device())) {
-    winograd_conv3x3(grad_input, g, winograd_filters(weight, true), Tensor(), adjoint);
-    return unbatch(grad_input, unbatched);
+  if (shape_numel(sizes) == 0) return empty(input_sizes, like_g);
+  if (out_channels == 0) return zeros(input_sizes, like_g);
+  if (winograd_applies(w, out_channels, g.device())) {
+    const Conv2dGrads grads =
+        winograd_backward(g, Tensor(), weight, weight.sizes(), w, {.input = true, .weight = false, .bias = false});
+    return unbatch(grads.input, unbatched);
   }
+  Tensor grad_input = empty(sizes, like_g);
   const Tensor filters = contiguous(reshape(weight, {out_channels, patch}));
   const kernels::DeviceKernels& device = kernels::kernels_for(g.device());
   const int64_t chunk = images_per_chunk(g, w, patch * windows, kCpuColumnsBytes);
@@ -419,54 +498,39 @@ Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const 
   detail::check_same_dtype_and_device("conv2d_weight_grad", input, grad_output);
   const kernels::Window2d w = conv_window("conv2d_weight_grad", x.sizes(), input.sizes(), weight_sizes, options);
   const Tensor g = conv_output_grad("conv2d_weight_grad", grad_output, w, unbatched, input.sizes(), weight_sizes);
-  const int64_t out_channels = weight_sizes[0], patch = w.channels * w.kernel_h * w.kernel_w;
-  const int64_t windows = w.out_h * w.out_w;
-  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
-  Tensor grad_weight = zeros({out_channels, patch}, like_x);
-  if (grad_weight.numel() == 0 || w.batch == 0) return reshape(grad_weight, weight_sizes);
-  if (winograd_applies(w, out_channels, x.device())) return winograd_weight_grad(g, x, weight_sizes, w);
-  const kernels::DeviceKernels& device = kernels::kernels_for(x.device());
-  const int64_t chunk = images_per_chunk(x, w, patch * windows, kCpuColumnsBytes);
-  const kernels::GemmArgs product{.device = x.device(),
-                                  .dtype = x.dtype(),
-                                  .m = out_channels,
-                                  .n = patch,
-                                  .transpose_b = true,
-                                  .beta = 1,
-                                  .c = grad_weight.data_ptr(),
-                                  .ldc = patch};
-  if (x.device().is_cpu()) {
-    // One gemm per image adds g[image] ([O, window]) times its columns to grad_weight: the
-    // chunk's columns are read from cache, and g is read where it lies.
-    const Tensor columns = empty({chunk, patch, windows}, like_x);  // [image, patch, window]
-    for (int64_t first = 0; first < w.batch; first += chunk) {
-      const int64_t count = std::min(chunk, w.batch - first);
-      device.im2col(narrow(columns, 0, 0, count), narrow(x, 0, first, count), images(w, count));
-      for (int64_t image = 0; image < count; ++image) {
-        kernels::GemmArgs args = product;
-        args.k = windows;
-        args.a = select(g, 0, first + image).data_ptr();
-        args.lda = windows;
-        args.b = select(columns, 0, image).data_ptr();
-        args.ldb = windows;
-        device.gemm(args);
-      }
-    }
-    return reshape(grad_weight, weight_sizes);
+  const int64_t out_channels = weight_sizes[0];
+  if (w.batch > 0 && winograd_applies(w, out_channels, x.device())) {
+    return winograd_backward(g, x, Tensor(), weight_sizes, w, {.input = false, .weight = true, .bias = false}).weight;
   }
-  // Other devices take the batch as one chunk ([patch, image, window]) and g reordered to
-  // [O, image, window]: one gemm over (image, window) sums every image into grad_weight.
-  const Tensor columns = empty({patch, w.batch, windows}, like_x);
-  device.im2col(permute(columns, {1, 0, 2}), x, w);
-  const Tensor g_by_channel = contiguous(permute(g, {1, 0, 2}));
-  kernels::GemmArgs args = product;
-  args.k = w.batch * windows;
-  args.a = g_by_channel.data_ptr();
-  args.lda = w.batch * windows;
-  args.b = columns.data_ptr();
-  args.ldb = w.batch * windows;
-  device.gemm(args);
-  return reshape(grad_weight, weight_sizes);
+  return reshape(columns_weight_grad(g, x, w, out_channels, /*with_bias=*/false), weight_sizes);
+}
+
+Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            const Conv2dGradsNeeded& needed, const Conv2dOptions& options) {
+  detail::check_floating("conv2d_backward", grad_output);
+  detail::check_same_dtype_and_device("conv2d_backward", grad_output, input);
+  detail::check_same_dtype_and_device("conv2d_backward", grad_output, weight);
+  bool unbatched = false;
+  const Tensor x = contiguous(as_batched("conv2d_backward", input, unbatched));
+  const kernels::Window2d w = conv_window("conv2d_backward", x.sizes(), input.sizes(), weight.sizes(), options);
+  const Tensor g = conv_output_grad("conv2d_backward", grad_output, w, unbatched, input.sizes(), weight.sizes());
+  const int64_t out_channels = weight.size(0);
+  if (w.batch > 0 && (needed.input || needed.weight) && winograd_applies(w, out_channels, x.device())) {
+    Conv2dGrads grads = winograd_backward(g, x, weight, weight.sizes(), w, needed);
+    if (grads.input.defined()) grads.input = unbatch(grads.input, unbatched);
+    return grads;
+  }
+  Conv2dGrads grads;
+  if (needed.input) grads.input = conv2d_input_grad(grad_output, weight, input.sizes(), options);
+  if (needed.weight) {
+    const Tensor both = columns_weight_grad(g, x, w, out_channels, needed.bias);
+    const int64_t patch = w.channels * w.kernel_h * w.kernel_w;
+    grads.weight = reshape(contiguous(narrow(both, 1, 0, patch)), weight.sizes());
+    if (needed.bias) grads.bias = contiguous(select(both, 1, patch));
+  } else if (needed.bias) {
+    grads.bias = sum(g, {0, 2});
+  }
+  return grads;
 }
 
 Tensor im2col(const Tensor& input, const Im2colOptions& options) {

@@ -32,6 +32,21 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
 Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
                           const Conv2dOptions& options = {});
 
+// Which of conv2d's gradients conv2d_backward computes.
+struct Conv2dGradsNeeded {
+  bool input = true, weight = true, bias = true;
+};
+struct Conv2dGrads {
+  Tensor input, weight, bias;  // undefined where not needed
+};
+// conv2d's gradients w.r.t. input, weight and bias, those `needed`, at once: the work they share
+// is done once (the output gradient's Winograd tiles, or its pass with the weight gradient's
+// columns, which also sum it for the bias). The same values as conv2d_input_grad,
+// conv2d_weight_grad and sum(grad_output, {0, 2, 3}), up to rounding; not differentiable (autograd
+// uses it when a backward pass builds no graph).
+Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            const Conv2dGradsNeeded& needed, const Conv2dOptions& options = {});
+
 struct Im2colOptions {
   std::array<int64_t, 2> kernel_size{1, 1};
   std::array<int64_t, 2> stride{1, 1};

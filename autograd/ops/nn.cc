@@ -31,16 +31,22 @@ Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const o
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ops::Conv2dOptions& options) {
   Tensor result = ops::conv2d(input, weight, bias, options);  // checks every argument
-  if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result},
-                         [options, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
-                           const Tensor &input = ctx.saved[0], &weight = ctx.saved[1], &g = ctx.grads[0];
-                           Shape bias_dims{0, 2, 3};
-                           if (in.size() == 3) bias_dims = {1, 2};
-                           return TensorList{
-                               ctx.needs(0) ? distgrad::conv2d_input_grad(g, weight, in, options) : Tensor(),
-                               ctx.needs(1) ? distgrad::conv2d_weight_grad(g, input, w, options) : Tensor(),
-                               ctx.needs(2) ? sum(g, bias_dims) : Tensor()};
-                         })) {
+  if (auto node = record(
+          "Conv2dBackward", {&input, &weight, &bias}, {&result},
+          [options, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
+            const Tensor &input = ctx.saved[0], &weight = ctx.saved[1], &g = ctx.grads[0];
+            if (!autograd::should_record({&g, &input, &weight})) {
+              // No graph to build: the three at once, sharing their work.
+              ops::Conv2dGrads grads = ops::conv2d_backward(
+                  g, input, weight, {.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)}, options);
+              return TensorList{grads.input, grads.weight, grads.bias};
+            }
+            Shape bias_dims{0, 2, 3};
+            if (in.size() == 3) bias_dims = {1, 2};
+            return TensorList{ctx.needs(0) ? distgrad::conv2d_input_grad(g, weight, in, options) : Tensor(),
+                              ctx.needs(1) ? distgrad::conv2d_weight_grad(g, input, w, options) : Tensor(),
+                              ctx.needs(2) ? sum(g, bias_dims) : Tensor()};
+          })) {
     node->save(input);
     node->save(weight);
   }

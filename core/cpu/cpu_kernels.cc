@@ -622,6 +622,8 @@ struct SimdLanes {
   using Integer = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
   using Values __attribute__((vector_size(16))) = T;
   using Integers __attribute__((vector_size(16))) = Integer;
+  // Flat positions in a plane, one per lane: indices' type.
+  using Positions __attribute__((vector_size(kCount * sizeof(int64_t)))) = int64_t;
 };
 
 // The common 2 x 2 window with stride 2, a vector of windows at a time: the same selects as
@@ -649,6 +651,9 @@ void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideW
   };
   const auto splat = [](int64_t value) { return Integers{} + static_cast<typename Lanes::Integer>(value); };
   const Integers offsets[3] = {splat(1), splat(d.width), splat(d.width + 1)};
+  using Positions = typename Lanes::Positions;
+  Positions lane_columns;
+  for (int lane = 0; lane < kLanes; ++lane) lane_columns[lane] = 2 * lane;
   for (int64_t oh = 0; oh < d.out_h; ++oh) {
     const int64_t row_start = 2 * oh * d.width;
     const T* top = image + row_start;
@@ -673,7 +678,8 @@ void max_pool_plane_2x2(const T* image, T* best_out, int64_t* index_out, InsideW
         offset = take ? offsets[k] : offset;
       }
       std::memcpy(out + ow, &best, sizeof(Values));
-      for (int lane = 0; lane < kLanes; ++lane) index[ow + lane] = row_start + 2 * (ow + lane) + offset[lane];
+      const Positions positions = __builtin_convertvector(offset, Positions) + lane_columns + (row_start + 2 * ow);
+      std::memcpy(index + ow, &positions, sizeof(Positions));
     }
   }
 }
@@ -813,6 +819,7 @@ const DeviceKernels& cpu_kernels() {
       .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,
       .winograd_input_tiles = cpu_winograd::input_tiles,
+      .winograd_input_tiles_adjoint = cpu_winograd::input_tiles_adjoint,
       .winograd_output_tiles = cpu_winograd::output_tiles,
       .winograd_output_grad_tiles = cpu_winograd::output_grad_tiles,
   };

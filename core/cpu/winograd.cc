@@ -123,6 +123,48 @@ inline void output_grad_group(const T* top, const T* bottom, T* tiles, int64_t t
   }
 }
 
+// B x B^T of four neighbouring tiles x (tiles[position * tile_stride + k] for tile k), the
+// adjoint of input_group's B^T d B, added into the padded plane split as input_group reads it:
+// column 2 k + s of tile k's row r is even[r * row_length + k + s / 2] for even s, odd[...] for
+// odd s. Neighbouring tiles share two columns (column s + 2 of tile k is column s of tile k + 1),
+// so the plane's columns at tile k get columns 0 and 1 of tile k and columns 2 and 3 of tile
+// k - 1; `left[r]` holds row r's columns 2 and 3 of the group before (zeros before a row's first
+// group) and gets this group's. Tiles below `first_new` (those an earlier group of the row took:
+// the last group of a row may overlap the one before) add nothing.
+template <typename T>
+inline void input_grad_group(const T* tiles, int64_t tile_stride, int first_new, T* even, T* odd, int64_t row_length,
+                             typename FourTiles<T>::Values (&left)[4][2]) {
+  using Four = FourTiles<T>;
+  using Values = typename Four::Values;
+  using Picks = typename Four::Picks;
+  Values by_row[4][4];  // (B x)[i][j]
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const Values x0 = Four::load(tiles + j * tile_stride), x1 = Four::load(tiles + (4 + j) * tile_stride);
+    const Values x2 = Four::load(tiles + (8 + j) * tile_stride), x3 = Four::load(tiles + (12 + j) * tile_stride);
+    by_row[0][j] = x0;
+    by_row[1][j] = x1 - x2 + x3;
+    by_row[2][j] = x1 + x2 - x0;
+    by_row[3][j] = -x3;
+  }
+  const Picks lane{0, 1, 2, 3};
+  const Picks is_new = lane >= first_new;
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {  // (B x) B^T, row r
+    const Values y0 = by_row[r][0], y1 = by_row[r][1], y2 = by_row[r][2], y3 = by_row[r][3];
+    const Values column[4] = {y0, y1 - y2 + y3, y1 + y2 - y0, -y3};
+    // Lane k: columns 0 (1) of tile k plus columns 2 (3) of tile k - 1.
+    const Values at_even = column[0] + __builtin_shuffle(left[r][0], column[2], Picks{3, 4, 5, 6});
+    const Values at_odd = column[1] + __builtin_shuffle(left[r][1], column[3], Picks{3, 4, 5, 6});
+    T* e = even + r * row_length;
+    T* o = odd + r * row_length;
+    Four::store(e, Four::load(e) + (is_new ? at_even : Values{}));
+    Four::store(o, Four::load(o) + (is_new ? at_odd : Values{}));
+    left[r][0] = column[2];
+    left[r][1] = column[3];
+  }
+}
+
 }  // namespace
 
 void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
@@ -159,6 +201,52 @@ void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
             const int64_t tx = last_four(next, columns), offset = 2 * ty * half_w + tx;
             input_group(even.data() + offset, odd.data() + offset, half_w, out + ty * columns + tx, tile_stride);
           }
+        }
+      }
+    }
+  });
+}
+
+void input_tiles_adjoint(const Tensor& grad_in, const Tensor& tiles, const Window2d& w) {
+  dispatch_floating(grad_in.dtype(), "winograd_input_tiles_adjoint", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Values = typename FourTiles<T>::Values;
+    const T* src = static_cast<const T*>(tiles.data_ptr());
+    T* dst = static_cast<T*>(grad_in.data_ptr());
+    const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
+    const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
+    // The padded plane split into even and odd columns, as input_tiles has it.
+    const int64_t padded_h = 2 * rows + 2, half_w = columns + 1;
+    const int64_t first_even = w.pad_w % 2, first_odd = 1 - first_even;
+    const int64_t even_count = (w.width - first_even + 1) / 2, odd_count = (w.width - first_odd + 1) / 2;
+    const int64_t planes = w.batch * w.channels;
+#pragma omp parallel if (planes * per_image * 16 >= cpu::kParallelGrain)
+    {
+      std::vector<T> even(static_cast<size_t>(padded_h * half_w)), odd(even.size());
+#pragma omp for
+      for (int64_t p = 0; p < planes; ++p) {
+        std::fill(even.begin(), even.end(), T(0));
+        std::fill(odd.begin(), odd.end(), T(0));
+        const T* x = src + p % w.channels * channel_stride + p / w.channels * per_image;
+        for (int64_t ty = 0; ty < rows; ++ty) {
+          Values left[4][2] = {};
+          for (int64_t next = 0; next < columns; next += 4) {
+            const int64_t tx = last_four(next, columns), offset = 2 * ty * half_w + tx;
+            input_grad_group(x + ty * columns + tx, tile_stride, static_cast<int>(next - tx), even.data() + offset,
+                             odd.data() + offset, half_w, left);
+          }
+          for (int r = 0; r < 4; ++r) {  // the row's last tile's columns 2 and 3: the plane's last two
+            even[(2 * ty + r) * half_w + columns] += left[r][0][3];
+            odd[(2 * ty + r) * half_w + columns] += left[r][1][3];
+          }
+        }
+        T* image = dst + p * w.height * w.width;
+        for (int64_t ih = 0; ih < w.height; ++ih) {
+          T* line = image + ih * w.width;
+          const T* even_row = even.data() + (ih + w.pad_h) * half_w + (first_even + w.pad_w) / 2;
+          const T* odd_row = odd.data() + (ih + w.pad_h) * half_w + (first_odd + w.pad_w) / 2;
+          for (int64_t k = 0; k < even_count; ++k) line[first_even + 2 * k] = even_row[k];
+          for (int64_t k = 0; k < odd_count; ++k) line[first_odd + 2 * k] = odd_row[k];
         }
       }
     }

@@ -1,6 +1,6 @@
 // The CPU's Winograd F(2 x 2, 3 x 3) tile transforms (Note [Winograd convolution] in
-// core/nn_ops.cc): the DeviceKernels entries winograd_input_tiles, winograd_output_tiles and
-// winograd_output_grad_tiles.
+// core/nn_ops.cc): the DeviceKernels entries winograd_input_tiles, winograd_input_tiles_adjoint,
+// winograd_output_tiles and winograd_output_grad_tiles.
 #pragma once
 
 #include "core/kernels.h"
@@ -8,6 +8,7 @@
 namespace distgrad::kernels::cpu_winograd {
 
 void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& window);
+void input_tiles_adjoint(const Tensor& grad_in, const Tensor& tiles, const Window2d& window);
 void output_tiles(const Tensor& out, const Tensor& products, const Tensor& bias, const Window2d& window);
 void output_grad_tiles(const Tensor& tiles, const Tensor& grad_out, const Window2d& window);
 

@@ -1143,6 +1143,7 @@ const DeviceKernels& kernels() {
       .max_pool2d_backward = max_pool2d_backward,
       .avg_pool2d = avg_pool2d,
       .winograd_input_tiles = nullptr,  // conv2d uses im2col and cuBLAS
+      .winograd_input_tiles_adjoint = nullptr,
       .winograd_output_tiles = nullptr,
       .winograd_output_grad_tiles = nullptr,
   };

@@ -260,9 +260,8 @@ TEST(Conv2dGradients, MatchTheDirectLoop) {
 // 3 x 3 convolutions with stride 1, at least 8 channels in and out and outputs at least 7 wide
 // take the CPU's Winograd path (Note [Winograd convolution]), forward and both gradients: rows
 // of tiles that fill whole groups of four or end with an overlapping group, odd output widths
-// and heights (the last group and row cut to the plane), a single row of tiles, padding 0 to 3
-// (above 2 the input gradient goes through col2im), a batch in chunks; and a 3 x 3 output,
-// which goes through im2col.
+// and heights (the last group and row cut to the plane), a single row of tiles, padding 0 to 3,
+// a batch in chunks; and a 3 x 3 output, which goes through im2col.
 TEST(Conv2dWinograd, MatchesTheDirectLoop) {
   struct Case {
     Shape input;
@@ -312,6 +311,64 @@ TEST(Conv2dWinograd, Float32StaysCloseToFloat64) {
   const Tensor weight_grad = ops::conv2d_weight_grad(g, x, weight_shape, {.padding = {1, 1}});
   expect_close(ops::conv2d_weight_grad(single(g), single(x), weight_shape, {.padding = {1, 1}}), values(weight_grad),
                1e-4);  // sums of 392 products of magnitude up to 1
+  const ops::Conv2dGrads grads = ops::conv2d_backward(single(g), single(x), single(w), {}, {.padding = {1, 1}});
+  expect_close(grads.input, values(input_grad), 2e-5);
+  expect_close(grads.weight, values(weight_grad), 1e-4);
+  expect_close(grads.bias, values(ops::sum(g, {0, 2, 3})), 1e-4);
+}
+
+// conv2d_backward gives each gradient alone or with any of the others, as the direct loop does:
+// on the Winograd path (one set of output gradient tiles for the three, a batch in chunks), on
+// im2col's (the bias summed by the weight gradient's product; a chunked batch, a 2 x 3 kernel
+// with stride 2), and for unbatched input. Those not needed stay undefined.
+TEST(Conv2dBackward, MatchesTheDirectLoop) {
+  struct Case {
+    Shape input;
+    int64_t out_channels;
+    std::array<int64_t, 2> kernel, stride, padding;
+  };
+  const Case cases[] = {{{3, 8, 9, 14}, 9, {3, 3}, {1, 1}, {1, 1}},
+                        {{5, 8, 30, 30}, 8, {3, 3}, {1, 1}, {2, 0}},
+                        {{5, 8, 26, 26}, 3, {3, 3}, {1, 1}, {1, 1}},
+                        {{2, 1, 6, 7}, 4, {2, 3}, {2, 1}, {0, 1}},
+                        {{1, 2, 5, 4}, 2, {3, 3}, {1, 1}, {1, 1}}};
+  for (const Case& c : cases) {
+    const bool unbatched = c.input[0] == 1;
+    const Geometry g(c.input, c.kernel, c.stride, c.padding);
+    const Shape weight_shape{c.out_channels, g.channels, c.kernel[0], c.kernel[1]};
+    const Shape input_shape = unbatched ? Shape{g.channels, g.height, g.width} : g.input_shape();
+    const Shape output_shape =
+        unbatched ? Shape{c.out_channels, g.out_h(), g.out_w()} : Shape{g.batch, c.out_channels, g.out_h(), g.out_w()};
+    const std::vector<double> input = random_values(g.input_numel(), 60);
+    const std::vector<double> weight = random_values(shape_numel(weight_shape), 61);
+    const std::vector<double> grad = random_values(shape_numel(output_shape), 62);
+    const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, c.out_channels);
+    std::vector<double> expected_bias(c.out_channels, 0.0);
+    for (size_t k = 0; k < grad.size(); ++k) expected_bias[k / (g.out_h() * g.out_w()) % c.out_channels] += grad[k];
+    for (int mask = 1; mask < 8; ++mask) {
+      const ops::Conv2dGradsNeeded needed{.input = (mask & 1) != 0, .weight = (mask & 2) != 0, .bias = (mask & 4) != 0};
+      SCOPED_TRACE(shape_str(c.input) + " needing input " + std::to_string(needed.input) + ", weight " +
+                   std::to_string(needed.weight) + ", bias " + std::to_string(needed.bias));
+      const ops::Conv2dGrads grads =
+          ops::conv2d_backward(from_vector(grad, output_shape), from_vector(input, input_shape),
+                               from_vector(weight, weight_shape), needed, {.stride = c.stride, .padding = c.padding});
+      ASSERT_EQ(grads.input.defined(), needed.input);
+      ASSERT_EQ(grads.weight.defined(), needed.weight);
+      ASSERT_EQ(grads.bias.defined(), needed.bias);
+      if (needed.input) {
+        EXPECT_EQ(grads.input.sizes(), input_shape);
+        expect_close(grads.input, expected.input, 1e-12);
+      }
+      if (needed.weight) {
+        EXPECT_EQ(grads.weight.sizes(), weight_shape);
+        expect_close(grads.weight, expected.weight, 1e-11);  // sums of up to 4500 products
+      }
+      if (needed.bias) {
+        EXPECT_EQ(grads.bias.sizes(), (Shape{c.out_channels}));
+        expect_close(grads.bias, expected_bias, 1e-11);
+      }
+    }
+  }
 }
 
 TEST(Conv2dGradients, CheckTheirArguments) {
@@ -328,6 +385,11 @@ TEST(Conv2dGradients, CheckTheirArguments) {
                         "conv2d_input_grad: expected an input shape [N, C, H, W] or [C, H, W], found [3, 6, 6, 1, 1]");
   EXPECT_ERROR_CONTAINS(ops::conv2d_weight_grad(zeros({2, 4, 4, 4}), x, {4, 3, 3}),
                         "conv2d_weight_grad: expected weight of shape [O, 3, kh, kw]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 6, 6}), x, w, {}),
+                        "conv2d_backward: expected grad_output of shape [2, 4, 4, 4] (conv2d's output for input "
+                        "[2, 3, 6, 6] and weight [4, 3, 3, 3]), found [2, 4, 6, 6]");
+  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 4, 4}), x, zeros({4, 3, 3, 3}, {.dtype = kFloat64}), {}),
+                        "conv2d_backward: expected tensors of one dtype");
 }
 
 TEST(Conv2d, WithoutBias) {
