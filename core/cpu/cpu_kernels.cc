@@ -574,11 +574,12 @@ struct InsideWindows {
 };
 
 // Whether `value` replaces `best` as a window's maximum met in (ki, kj) order: a larger value, or
-// the first NaN (NaN wins, then the first maximum). Bitwise operators keep it branch-free; on
-// vectors (SimdLanes below) it gives each lane's answer as an all-ones or all-zeros mask.
+// the first NaN (NaN wins, then the first maximum): `value <= best` fails for a larger value and
+// for NaN, and a NaN best is never replaced. Bitwise operators keep it branch-free; on vectors
+// (SimdLanes below) it gives each lane's answer as an all-ones or all-zeros mask.
 template <typename V>
 auto takes_over(V value, V best) {
-  return (value > best) | ((value != value) & (best == best));
+  return ((value <= best) == 0) & (best == best);
 }
 
 // The maximum of the kernel_h x kernel_w window whose top-left element is image[first], all of it
