@@ -165,6 +165,82 @@ inline void input_grad_group(const T* tiles, int64_t tile_stride, int first_new,
   }
 }
 
+// The plane of a Winograd window inside a border of zeros (the padding, and what the last tiles
+// read past the output's edge), split into its even and odd columns, as input_group reads it and
+// input_grad_group writes it: every group lies inside. Input row ih is padded row ih + pad_h; its
+// column iw is padded column iw + pad_w, at index (iw + pad_w) / 2 of the even or the odd half.
+template <typename T>
+class SplitPlane {
+ public:
+  explicit SplitPlane(const Window2d& w)
+      : w_(w),
+        half_w_(tile_columns(w) + 1),
+        even_(static_cast<size_t>((2 * tile_rows(w) + 2) * half_w_)),
+        odd_(even_.size()) {}
+
+  int64_t row_length() const { return half_w_; }
+  T* even() { return even_.data(); }
+  T* odd() { return odd_.data(); }
+  void zero() {
+    std::fill(even_.begin(), even_.end(), T(0));
+    std::fill(odd_.begin(), odd_.end(), T(0));
+  }
+
+  // Input row ih of `image` into the plane (the border is left as it is).
+  void put_row(const T* image, int64_t ih) {
+    T *left, *right;
+    pair_halves(ih, left, right);
+    const T* line = image + ih * w_.width;
+    const int64_t pairs = w_.width / 2;
+    using Four = FourTiles<T>;
+    for (int64_t next = 0; pairs >= 4 && next < pairs; next += 4) {
+      const int64_t k = std::min(next, pairs - 4);  // the last four may overlap the ones before
+      Four::store(left + k, Four::every_other(line + 2 * k, 0));
+      Four::store(right + k, Four::every_other(line + 2 * k, 1));
+    }
+    for (int64_t k = 0; pairs < 4 && k < pairs; ++k) {
+      left[k] = line[2 * k];
+      right[k] = line[2 * k + 1];
+    }
+    if (w_.width % 2 != 0) left[pairs] = line[2 * pairs];
+  }
+
+  // Input row ih of `image` from the plane (the inverse of put_row).
+  void take_row(T* image, int64_t ih) {
+    T *left, *right;
+    pair_halves(ih, left, right);
+    T* line = image + ih * w_.width;
+    const int64_t pairs = w_.width / 2;
+    using Four = FourTiles<T>;
+    using Picks = typename Four::Picks;
+    for (int64_t next = 0; pairs >= 4 && next < pairs; next += 4) {
+      const int64_t k = std::min(next, pairs - 4);
+      const auto a = Four::load(left + k), b = Four::load(right + k);
+      Four::store(line + 2 * k, __builtin_shuffle(a, b, Picks{0, 4, 1, 5}));
+      Four::store(line + 2 * k + 4, __builtin_shuffle(a, b, Picks{2, 6, 3, 7}));
+    }
+    for (int64_t k = 0; pairs < 4 && k < pairs; ++k) {
+      line[2 * k] = left[k];
+      line[2 * k + 1] = right[k];
+    }
+    if (w_.width % 2 != 0) line[2 * pairs] = left[pairs];
+  }
+
+ private:
+  // Where input row ih's columns 2 k (`left`) and 2 k + 1 (`right`) lie, k = 0, 1, ...
+  void pair_halves(int64_t ih, T*& left, T*& right) {
+    T* row_even = even_.data() + (ih + w_.pad_h) * half_w_;
+    T* row_odd = odd_.data() + (ih + w_.pad_h) * half_w_;
+    const bool even_padding = w_.pad_w % 2 == 0;
+    left = (even_padding ? row_even : row_odd) + w_.pad_w / 2;
+    right = (even_padding ? row_odd : row_even) + (w_.pad_w + 1) / 2;
+  }
+
+  Window2d w_;
+  int64_t half_w_;
+  std::vector<T> even_, odd_;
+};
+
 }  // namespace
 
 void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
@@ -174,32 +250,20 @@ void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
     T* dst = static_cast<T*>(tiles.data_ptr());
     const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
     const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
-    // The plane inside a border of zeros (the padding, and what the last tiles read past the
-    // output's edge), split into even and odd columns: every group reads inside.
-    const int64_t padded_h = 2 * rows + 2, half_w = columns + 1;
-    // Input column iw lands in padded column iw + pad_w: the first that is even, the first odd.
-    const int64_t first_even = w.pad_w % 2, first_odd = 1 - first_even;
-    const int64_t even_count = (w.width - first_even + 1) / 2, odd_count = (w.width - first_odd + 1) / 2;
     const int64_t planes = w.batch * w.channels;
 #pragma omp parallel if (planes * per_image * 16 >= cpu::kParallelGrain)
     {
-      // Zeros once: every plane writes the same positions, so the border stays zero.
-      std::vector<T> even(static_cast<size_t>(padded_h * half_w)), odd(even.size());
+      SplitPlane<T> plane(w);  // zeros once: every plane writes the same positions, the border stays zero
+      const int64_t half_w = plane.row_length();
 #pragma omp for
       for (int64_t p = 0; p < planes; ++p) {
         const T* image = src + p * w.height * w.width;
-        for (int64_t ih = 0; ih < w.height; ++ih) {
-          const T* line = image + ih * w.width;
-          T* even_row = even.data() + (ih + w.pad_h) * half_w + (first_even + w.pad_w) / 2;
-          T* odd_row = odd.data() + (ih + w.pad_h) * half_w + (first_odd + w.pad_w) / 2;
-          for (int64_t k = 0; k < even_count; ++k) even_row[k] = line[first_even + 2 * k];
-          for (int64_t k = 0; k < odd_count; ++k) odd_row[k] = line[first_odd + 2 * k];
-        }
+        for (int64_t ih = 0; ih < w.height; ++ih) plane.put_row(image, ih);
         T* out = dst + p % w.channels * channel_stride + p / w.channels * per_image;
         for (int64_t ty = 0; ty < rows; ++ty) {
           for (int64_t next = 0; next < columns; next += 4) {
             const int64_t tx = last_four(next, columns), offset = 2 * ty * half_w + tx;
-            input_group(even.data() + offset, odd.data() + offset, half_w, out + ty * columns + tx, tile_stride);
+            input_group(plane.even() + offset, plane.odd() + offset, half_w, out + ty * columns + tx, tile_stride);
           }
         }
       }
@@ -215,25 +279,22 @@ void input_tiles_adjoint(const Tensor& grad_in, const Tensor& tiles, const Windo
     T* dst = static_cast<T*>(grad_in.data_ptr());
     const int64_t rows = tile_rows(w), columns = tile_columns(w), per_image = rows * columns;
     const int64_t tile_stride = tiles.stride(0), channel_stride = tiles.stride(1);
-    // The padded plane split into even and odd columns, as input_tiles has it.
-    const int64_t padded_h = 2 * rows + 2, half_w = columns + 1;
-    const int64_t first_even = w.pad_w % 2, first_odd = 1 - first_even;
-    const int64_t even_count = (w.width - first_even + 1) / 2, odd_count = (w.width - first_odd + 1) / 2;
     const int64_t planes = w.batch * w.channels;
 #pragma omp parallel if (planes * per_image * 16 >= cpu::kParallelGrain)
     {
-      std::vector<T> even(static_cast<size_t>(padded_h * half_w)), odd(even.size());
+      SplitPlane<T> plane(w);
+      const int64_t half_w = plane.row_length();
 #pragma omp for
       for (int64_t p = 0; p < planes; ++p) {
-        std::fill(even.begin(), even.end(), T(0));
-        std::fill(odd.begin(), odd.end(), T(0));
+        plane.zero();
+        T *even = plane.even(), *odd = plane.odd();
         const T* x = src + p % w.channels * channel_stride + p / w.channels * per_image;
         for (int64_t ty = 0; ty < rows; ++ty) {
           Values left[4][2] = {};
           for (int64_t next = 0; next < columns; next += 4) {
             const int64_t tx = last_four(next, columns), offset = 2 * ty * half_w + tx;
-            input_grad_group(x + ty * columns + tx, tile_stride, static_cast<int>(next - tx), even.data() + offset,
-                             odd.data() + offset, half_w, left);
+            input_grad_group(x + ty * columns + tx, tile_stride, static_cast<int>(next - tx), even + offset,
+                             odd + offset, half_w, left);
           }
           for (int r = 0; r < 4; ++r) {  // the row's last tile's columns 2 and 3: the plane's last two
             even[(2 * ty + r) * half_w + columns] += left[r][0][3];
@@ -241,13 +302,7 @@ void input_tiles_adjoint(const Tensor& grad_in, const Tensor& tiles, const Windo
           }
         }
         T* image = dst + p * w.height * w.width;
-        for (int64_t ih = 0; ih < w.height; ++ih) {
-          T* line = image + ih * w.width;
-          const T* even_row = even.data() + (ih + w.pad_h) * half_w + (first_even + w.pad_w) / 2;
-          const T* odd_row = odd.data() + (ih + w.pad_h) * half_w + (first_odd + w.pad_w) / 2;
-          for (int64_t k = 0; k < even_count; ++k) line[first_even + 2 * k] = even_row[k];
-          for (int64_t k = 0; k < odd_count; ++k) line[first_odd + 2 * k] = odd_row[k];
-        }
+        for (int64_t ih = 0; ih < w.height; ++ih) plane.take_row(image, ih);
       }
     }
   });

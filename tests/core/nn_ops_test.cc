@@ -261,7 +261,7 @@ TEST(Conv2dGradients, MatchTheDirectLoop) {
 // take the CPU's Winograd path (Note [Winograd convolution]), forward and both gradients: rows
 // of tiles that fill whole groups of four or end with an overlapping group, odd output widths
 // and heights (the last group and row cut to the plane), a single row of tiles, padding 0 to 3,
-// a batch in chunks; and a 3 x 3 output, which goes through im2col.
+// input rows narrower than 8, a batch in chunks; and a 3 x 3 output, which goes through im2col.
 TEST(Conv2dWinograd, MatchesTheDirectLoop) {
   struct Case {
     Shape input;
@@ -270,6 +270,7 @@ TEST(Conv2dWinograd, MatchesTheDirectLoop) {
   };
   const Case cases[] = {{{2, 8, 14, 14}, 8, {1, 1}}, {{2, 9, 5, 9}, 10, {0, 2}}, {{1, 8, 9, 30}, 8, {3, 1}},
                         {{2, 8, 16, 9}, 9, {2, 0}},  {{1, 12, 3, 9}, 8, {0, 0}}, {{2, 8, 5, 5}, 8, {0, 0}},
+                        {{1, 8, 6, 5}, 8, {1, 2}},     // rows of 5: fewer than four pairs of columns
                         {{5, 8, 30, 30}, 8, {1, 1}}};  // 460 KB of tiles and products an image: chunks of 2, 2, 1
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_str(c.input) + " padding " + std::to_string(c.padding[0]) + ", " + std::to_string(c.padding[1]));
