@@ -711,6 +711,16 @@ void max_pool_plane(const T* image, T* best_out, int64_t* index_out, Window2d w)
   }
 }
 
+// Whether every window lies inside the image: no padding, no dilation, no ceil_mode overhang.
+bool windows_inside(const Window2d& w) {
+  return w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
+         (w.out_h - 1) * w.stride_h + w.kernel_h <= w.height && (w.out_w - 1) * w.stride_w + w.kernel_w <= w.width;
+}
+
+bool two_by_two_windows(const Window2d& w) {
+  return w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2;
+}
+
 void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, const Window2d& w) {
   dispatch_floating(in.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -718,11 +728,8 @@ void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, cons
     T* dst = static_cast<T*>(out.data_ptr());
     int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
     const int64_t planes = w.batch * w.channels, plane = w.height * w.width, out_plane = w.out_h * w.out_w;
-    const bool inside = w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
-                        (w.out_h - 1) * w.stride_h + w.kernel_h <= w.height &&
-                        (w.out_w - 1) * w.stride_w + w.kernel_w <= w.width;
+    const bool inside = windows_inside(w), two_by_two = two_by_two_windows(w);
     const InsideWindows d{w.width, w.out_h, w.out_w, w.stride_h, w.stride_w};
-    const bool two_by_two = w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2;
 #pragma omp parallel for if (planes * out_plane >= cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
       const T* image = src + p * plane;
@@ -739,7 +746,63 @@ void max_pool2d(const Tensor& out, const Tensor& indices, const Tensor& in, cons
   });
 }
 
-// Each plane of grad_input is zeroed and filled while it is in cache.
+// The adjoint of max_pool_plane_2x2 when every index names a position of its own window (as
+// max_pool2d's do): each window's four positions are written once, the output's gradient where
+// its index points and 0 elsewhere, a vector of windows at a time (the last vector of a row may
+// overlap the one before), and what no window covers (the last row or column of an odd size)
+// is zeroed. Returns false, having written part of the plane, when an index lies outside its
+// window, or when rows are narrower than a vector of windows or the plane too large for int32
+// offsets.
+template <typename T>
+bool max_pool_plane_2x2_backward(T* image, const T* g, const int64_t* from, InsideWindows d, int64_t height) {
+  using Lanes = SimdLanes<T>;
+  using Values = typename Lanes::Values;
+  using Integers = typename Lanes::Integers;
+  using Positions = typename Lanes::Positions;
+  constexpr int kLanes = Lanes::kCount;
+  if (d.out_w < kLanes || height * d.width > std::numeric_limits<int32_t>::max()) return false;
+  Positions lane_columns;
+  Integers first_half, second_half;  // interleaving picks: lane k of one vector, then of the other
+  for (int lane = 0; lane < kLanes; ++lane) {
+    lane_columns[lane] = 2 * lane;
+    first_half[lane] = lane / 2 + lane % 2 * kLanes;
+    second_half[lane] = (kLanes + lane) / 2 + lane % 2 * kLanes;
+  }
+  const auto splat = [](int64_t value) { return Integers{} + static_cast<typename Lanes::Integer>(value); };
+  const Integers window_offsets[4] = {splat(0), splat(1), splat(d.width), splat(d.width + 1)};
+  const auto put = [&](T* line, Values even, Values odd) {
+    const Values first = __builtin_shuffle(even, odd, first_half), second = __builtin_shuffle(even, odd, second_half);
+    std::memcpy(line, &first, sizeof(Values));
+    std::memcpy(line + kLanes, &second, sizeof(Values));
+  };
+  for (int64_t oh = 0; oh < d.out_h; ++oh) {
+    const int64_t row_start = 2 * oh * d.width;
+    T* top = image + row_start;
+    T* bottom = top + d.width;
+    for (int64_t next = 0; next < d.out_w; next += kLanes) {
+      const int64_t ow = std::min(next, d.out_w - kLanes);
+      Positions index;
+      Values grad;
+      std::memcpy(&index, from + oh * d.out_w + ow, sizeof(Positions));
+      std::memcpy(&grad, g + oh * d.out_w + ow, sizeof(Values));
+      const Integers offset = __builtin_convertvector(index - lane_columns - (row_start + 2 * ow), Integers);
+      Integers at[4], anywhere{};
+      for (int k = 0; k < 4; ++k) anywhere |= at[k] = offset == window_offsets[k];
+      for (int lane = 0; lane < kLanes; ++lane) {
+        if (anywhere[lane] == 0) return false;
+      }
+      const Values zero{};
+      put(top + 2 * ow, at[0] ? grad : zero, at[1] ? grad : zero);
+      put(bottom + 2 * ow, at[2] ? grad : zero, at[3] ? grad : zero);
+    }
+    if (d.width % 2 != 0) top[d.width - 1] = bottom[d.width - 1] = T(0);
+  }
+  if (height % 2 != 0) std::fill(image + (height - 1) * d.width, image + height * d.width, T(0));
+  return true;
+}
+
+// Each plane of grad_input is zeroed and filled while it is in cache; 2 x 2 windows with stride
+// 2 write each position once instead, unless an index lies outside its window.
 int64_t max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
                             const Window2d& w) {
   int64_t outside = 0;
@@ -749,12 +812,15 @@ int64_t max_pool2d_backward(const Tensor& grad_input, const Tensor& grad_output,
     const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
     T* dst = static_cast<T*>(grad_input.data_ptr());
     const int64_t planes = w.batch * w.channels, plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+    const bool two_by_two = windows_inside(w) && two_by_two_windows(w);
+    const InsideWindows d{w.width, w.out_h, w.out_w, w.stride_h, w.stride_w};
     int64_t count = 0;  // a local: the reduction's variable, not the captured reference
 #pragma omp parallel for reduction(+ : count) if (planes * plane >= cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
       T* image = dst + p * plane;
       const T* g = grad + p * out_plane;
       const int64_t* from = idx + p * out_plane;
+      if (two_by_two && max_pool_plane_2x2_backward(image, g, from, d, w.height)) continue;
       std::fill(image, image + plane, T(0));
       for (int64_t o = 0; o < out_plane; ++o) {
         const int64_t position = from[o];

@@ -831,6 +831,14 @@ TEST(Pool2d, ChecksItsInput) {
                         "max_pool2d: expected positive kernel size");
 }
 
+// Each plane of `grad` added up at the flat plane positions `indices` of zeros of `input_sizes`.
+Tensor scatter_into_planes(const Tensor& grad, const Tensor& indices, const Shape& input_sizes) {
+  const int64_t plane = input_sizes[input_sizes.size() - 2] * input_sizes[input_sizes.size() - 1];
+  const int64_t planes = shape_numel(input_sizes) / plane;
+  return ops::scatter_add(zeros({planes, plane}, {.dtype = kFloat64}), 1, ops::reshape(indices, {planes, -1}),
+                          ops::reshape(grad, {planes, -1}));
+}
+
 // max_pool2d_backward against the gradient added up at each window's index, by scatter_add into
 // zeros: overlapping windows (an input taken by several outputs), padding and dilation, the 2 x 2
 // stride-2 windows, and unbatched input.
@@ -851,14 +859,30 @@ TEST(MaxPool2dBackward, AddsEachOutputsGradientWhereItsMaximumCameFrom) {
     for (double& v : input) v = std::round(v * 2);
     const ops::ValuesIndices pooled = ops::max_pool2d(from_vector(input, c.input), c.options);
     const Tensor grad = from_vector(random_values(pooled.values.numel(), 32), pooled.values.sizes());
-    const Tensor got = ops::max_pool2d_backward(grad, pooled.indices, c.input, c.options);
-    const int64_t plane = c.input[c.input.size() - 2] * c.input[c.input.size() - 1];
-    const int64_t planes = shape_numel(c.input) / plane;
-    const Tensor expected =
-        ops::scatter_add(zeros({planes, plane}, {.dtype = kFloat64}), 1, ops::reshape(pooled.indices, {planes, -1}),
-                         ops::reshape(grad, {planes, -1}));
-    EXPECT_EQ(got.sizes(), c.input);
-    expect_close(got, values(expected), 1e-15);
+    const Tensor expected = scatter_into_planes(grad, pooled.indices, c.input);
+    for (DType dtype : {kFloat64, kFloat32}) {  // 2 x 2 windows: vectors of 2 doubles, of 4 floats
+      const Tensor got = ops::max_pool2d_backward(ops::to(grad, dtype), pooled.indices, c.input, c.options);
+      EXPECT_EQ(got.sizes(), c.input);
+      expect_close(got, values(expected), dtype == kFloat64 ? 1e-15 : 1e-6);
+    }
+  }
+}
+
+// Indices are any flat positions in the plane: one naming another window's position (here the
+// same as that window's own, so two gradients add up there) still lands where it points, with 2 x 2
+// windows too, whose backward otherwise writes each window's four positions once.
+TEST(MaxPool2dBackward, AnIndexOutsideItsWindowStillAddsWhereItPoints) {
+  const Shape input{1, 2, 4, 10};
+  const ops::Pool2dOptions options{.kernel_size = {2, 2}};
+  const ops::ValuesIndices pooled = ops::max_pool2d(from_vector(random_values(shape_numel(input), 33), input), options);
+  std::vector<int64_t> indices = pooled.indices.to_vector<int64_t>();
+  indices[1] = indices[6];  // plane 0, window (0, 1) names a position of window (1, 1)
+  const Tensor moved = from_vector(indices, pooled.indices.sizes());
+  const Tensor grad = from_vector(random_values(pooled.values.numel(), 34), pooled.values.sizes());
+  const Tensor expected = scatter_into_planes(grad, moved, input);
+  for (DType dtype : {kFloat64, kFloat32}) {
+    expect_close(ops::max_pool2d_backward(ops::to(grad, dtype), moved, input, options), values(expected),
+                 dtype == kFloat64 ? 1e-15 : 1e-6);
   }
 }
 
