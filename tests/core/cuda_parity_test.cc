@@ -184,6 +184,11 @@ std::vector<ParityCase> all_cases() {
     return std::vector{conv2d(x[0], x[1], x[2]),
                        conv2d(x[0], x[1], {}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}})};
   });
+  add_case("conv2d_backward", {{2, 3, 9, 8}, {4, 3, 3, 2}, {2, 4, 7, 7}}, [](In x) {
+    const Conv2dGrads all = conv2d_backward(x[2], x[0], x[1], {});
+    const Conv2dGrads weight_and_bias = conv2d_backward(x[2], x[0], x[1], {.input = false});
+    return std::vector{all.input, all.weight, all.bias, weight_and_bias.weight, weight_and_bias.bias};
+  });
   add_case("pooling", {{2, 3, 7, 8}}, [](In x) {
     auto [pooled, indices] = max_pool2d(x[0], {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}});
     return std::vector{pooled, to(indices, kFloat64), avg_pool2d(x[0], {.kernel_size = {3, 3}, .padding = {1, 1}}),
