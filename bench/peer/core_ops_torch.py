@@ -59,6 +59,14 @@ def workloads():
         return (lambda: torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False,
                                                                          indices)), activation_bytes, None
 
+    def relu():
+        x = torch.randn(activation)
+        return (lambda: torch.relu(x)), 2 * activation_bytes, None
+
+    def relu_backward():
+        y, grad = torch.relu(torch.randn(activation)), torch.randn(activation)
+        return (lambda: torch.ops.aten.threshold_backward(grad, y, 0)), 3 * activation_bytes, None
+
     def im2col():
         x = torch.randn(64, 32, 14, 14)
         return (lambda: torch.nn.functional.unfold(x, 3, padding=1)), 9 * x.numel() * 4, None
@@ -80,6 +88,8 @@ def workloads():
 
     yield "MaxPool2d", False, max_pool
     yield "MaxPool2dBackward", False, max_pool_backward
+    yield "Relu", False, relu
+    yield "ReluBackward", False, relu_backward
     yield "Im2col", False, im2col
     yield "Col2im", False, col2im
     yield "Conv2d", False, conv2d
