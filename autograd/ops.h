@@ -206,6 +206,10 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
                          const ops::Conv2dOptions& options = {});
 Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
                           const ops::Conv2dOptions& options = {});
+// conv2d's input, weight and bias gradients, those `needed`, at once (ops::conv2d_backward: the
+// work they share done once), differentiable in its three tensors: conv2d's own backward.
+ops::Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                 const ops::Conv2dGradsNeeded& needed, const ops::Conv2dOptions& options = {});
 ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options);
 // max_pool2d's backward (differentiable in grad_output, for double backward).
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,

@@ -42,8 +42,8 @@ struct Conv2dGrads {
 // conv2d's gradients w.r.t. input, weight and bias, those `needed`, at once: the work they share
 // is done once (the output gradient's Winograd tiles, or its pass with the weight gradient's
 // columns, which also sum it for the bias). The same values as conv2d_input_grad,
-// conv2d_weight_grad and sum(grad_output, {0, 2, 3}), up to rounding; not differentiable (autograd
-// uses it when a backward pass builds no graph).
+// conv2d_weight_grad and sum(grad_output, {0, 2, 3}), up to rounding (autograd's
+// distgrad::conv2d_backward is its differentiable form, conv2d's backward).
 Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                             const Conv2dGradsNeeded& needed, const Conv2dOptions& options = {});
 

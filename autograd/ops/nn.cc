@@ -31,26 +31,49 @@ Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const o
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ops::Conv2dOptions& options) {
   Tensor result = ops::conv2d(input, weight, bias, options);  // checks every argument
-  if (auto node = record(
-          "Conv2dBackward", {&input, &weight, &bias}, {&result},
-          [options, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
-            const Tensor &input = ctx.saved[0], &weight = ctx.saved[1], &g = ctx.grads[0];
-            if (!autograd::should_record({&g, &input, &weight})) {
-              // No graph to build: the three at once, sharing their work.
-              ops::Conv2dGrads grads = ops::conv2d_backward(
-                  g, input, weight, {.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)}, options);
-              return TensorList{grads.input, grads.weight, grads.bias};
-            }
-            Shape bias_dims{0, 2, 3};
-            if (in.size() == 3) bias_dims = {1, 2};
-            return TensorList{ctx.needs(0) ? distgrad::conv2d_input_grad(g, weight, in, options) : Tensor(),
-                              ctx.needs(1) ? distgrad::conv2d_weight_grad(g, input, w, options) : Tensor(),
-                              ctx.needs(2) ? sum(g, bias_dims) : Tensor()};
-          })) {
+  if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result}, [options](const BackwardContext& ctx) {
+        const ops::Conv2dGrads grads =
+            distgrad::conv2d_backward(ctx.grads[0], ctx.saved[0], ctx.saved[1],
+                                      {.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)}, options);
+        return TensorList{grads.input, grads.weight, grads.bias};
+      })) {
     node->save(input);
     node->save(weight);
   }
   return result;
+}
+
+// The three gradients are linear in g, the input's also in the weight and the weight's in the
+// input; their derivatives are those of conv2d_input_grad and conv2d_weight_grad (below) and of
+// the bias's sum of g over all but the channels (c broadcast back).
+ops::Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                 const ops::Conv2dGradsNeeded& needed, const ops::Conv2dOptions& options) {
+  ops::Conv2dGrads grads = ops::conv2d_backward(grad_output, input, weight, needed, options);
+  if (auto node =
+          record("Conv2dBackwardBackward", {&grad_output, &input, &weight}, {&grads.input, &grads.weight, &grads.bias},
+                 [options, needed, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
+                   const Tensor &g = ctx.saved[0], &input = ctx.saved[1], &weight = ctx.saved[2];
+                   // The outputs' gradients come in order for the outputs there are (those needed).
+                   const int weight_slot = needed.input, bias_slot = needed.input + needed.weight;
+                   const Tensor a = needed.input ? ctx.grads[0] : Tensor();
+                   const Tensor b = needed.weight ? ctx.grads[weight_slot] : Tensor();
+                   const Tensor c = needed.bias ? ctx.grads[bias_slot] : Tensor();
+                   Tensor grad_g;
+                   const auto add_to_grad_g = [&grad_g](const Tensor& part) {
+                     grad_g = grad_g.defined() ? add(grad_g, part) : part;
+                   };
+                   if (ctx.needs(0) && a.defined()) add_to_grad_g(distgrad::conv2d(a, weight, {}, options));
+                   if (ctx.needs(0) && b.defined()) add_to_grad_g(distgrad::conv2d(input, b, {}, options));
+                   if (ctx.needs(0) && c.defined()) add_to_grad_g(expand(reshape(c, {c.size(0), 1, 1}), g.sizes()));
+                   return TensorList{
+                       grad_g, ctx.needs(1) && b.defined() ? distgrad::conv2d_input_grad(g, b, in, options) : Tensor(),
+                       ctx.needs(2) && a.defined() ? distgrad::conv2d_weight_grad(g, a, w, options) : Tensor()};
+                 })) {
+    node->save(grad_output);
+    node->save(input);
+    node->save(weight);
+  }
+  return grads;
 }
 
 // Both gradients are bilinear in their two tensors, and their derivatives are the three
