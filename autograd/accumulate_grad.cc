@@ -13,12 +13,11 @@ namespace {
 // Guards every tensor's grad against two backward passes accumulating at once.
 std::mutex grad_accumulation_mutex;
 
-// True when nothing but `grad` itself can see its memory, so it may become a leaf's grad().
-bool can_keep_without_copy(const Tensor& grad) {
+}  // namespace
+
+bool reusable_in_place(const Tensor& grad) {
   return grad.use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous() && !requires_grad(grad);
 }
-
-}  // namespace
 
 AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) { add_input_metadata(variable_); }
 
@@ -45,7 +44,7 @@ void accumulate_grad(const Tensor& variable, Tensor grad) {
     if (!meta.grad.defined()) {
       if (GradMode::is_enabled()) {
         meta.grad = std::move(grad);
-      } else if (can_keep_without_copy(grad)) {
+      } else if (reusable_in_place(grad)) {
         meta.grad = std::move(grad);
       } else {
         meta.grad = ops::clone(grad);

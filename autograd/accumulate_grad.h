@@ -35,4 +35,9 @@ Tensor run_leaf_hooks(const Tensor& variable, Tensor grad);
 // stored without a copy when nothing else holds it.
 void accumulate_grad(const Tensor& variable, Tensor grad);
 
+// True when nothing but `grad` itself can see its memory (the tensor and its storage are each
+// held once), and it is contiguous with no history: a backward pass without create_graph may then
+// keep it as a leaf's grad() or add another gradient into it in place.
+bool reusable_in_place(const Tensor& grad);
+
 }  // namespace distgrad::autograd

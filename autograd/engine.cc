@@ -174,6 +174,8 @@ class GraphTask {
     Tensor& slot = state.buffer[input_nr];
     if (!slot.defined()) {
       slot = std::move(grad);
+    } else if (!options_.create_graph && reusable_in_place(slot)) {
+      ops::add_(slot, grad);  // as PyTorch's InputBuffer: no new tensor, one pass fewer over memory
     } else {
       GradModeGuard grad_mode(options_.create_graph);
       slot = add(slot, grad);

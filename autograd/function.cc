@@ -1,9 +1,16 @@
 #include "autograd/function.h"
 
+#include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
 
 namespace distgrad::autograd {
+
+Tensor BackwardContext::take_reusable_grad(size_t output) const {
+  Tensor& grad = owned_grads[output];
+  if (GradMode::is_enabled() || !grad.defined() || !reusable_in_place(grad)) return Tensor();
+  return std::move(grad);
+}
 
 TensorList FunctionNode::unpack_saved() {
   TensorList saved;

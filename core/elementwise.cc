@@ -175,6 +175,9 @@ const Tensor& mul_(const Tensor& self, double other) { return inplace_scalar_op(
 const Tensor& div_(const Tensor& self, const Tensor& other) { return inplace_op(BinaryOp::kDiv, "div_", self, other); }
 const Tensor& div_(const Tensor& self, double other) { return inplace_scalar_op(BinaryOp::kDiv, "div_", self, other); }
 const Tensor& neg_(const Tensor& self) { return inplace_scalar_op(BinaryOp::kMul, "neg_", self, -1); }
+const Tensor& relu_backward_(const Tensor& grad, const Tensor& result) {
+  return inplace_op(BinaryOp::kReluBackward, "relu_backward_", grad, result);
+}
 const Tensor& clamp_(const Tensor& self, std::optional<double> min, std::optional<double> max) {
   detail::check_writable("clamp_", self);
   check_accepts(Accepts::kNumeric, "clamp_", self);

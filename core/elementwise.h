@@ -80,6 +80,8 @@ const Tensor& mul_(const Tensor& self, double other);
 const Tensor& div_(const Tensor& self, const Tensor& other);
 const Tensor& div_(const Tensor& self, double other);
 const Tensor& neg_(const Tensor& self);
+// grad = relu_backward(grad, result), in place.
+const Tensor& relu_backward_(const Tensor& grad, const Tensor& result);
 const Tensor& clamp_(const Tensor& self, std::optional<double> min, std::optional<double> max);
 
 Tensor operator+(const Tensor& a, const Tensor& b);

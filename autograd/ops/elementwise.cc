@@ -73,14 +73,34 @@ Tensor sub(double a, const Tensor& b) {
   return result;
 }
 
+namespace {
+
+// The gradient of a product's input of `sizes` whose other factor is `factor`: sum_to(g * factor),
+// written into g when this is the formula's last use of it and it may be (Note [Reused gradients]).
+Tensor product_grad(const BackwardContext& ctx, const Tensor& factor, const Shape& sizes, bool last_use) {
+  if (last_use && sizes == ctx.grads[0].sizes()) {
+    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return ops::mul_(g, factor);
+  }
+  return sum_to(mul(ctx.grads[0], factor), sizes);
+}
+
+}  // namespace
+
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor result = ops::mul(a, b);
   if (auto node = record("MulBackward", {&a, &b}, {&result},
                          [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
-                           const Tensor& g = ctx.grads[0];
                            const Tensor &a = ctx.saved[0], &b = ctx.saved[1];
-                           return TensorList{ctx.needs(0) ? sum_to(mul(g, b), a_sizes) : Tensor(),
-                                             ctx.needs(1) ? sum_to(mul(g, a), b_sizes) : Tensor()};
+                           Tensor grad_a, grad_b;
+                           // The input of the output's shape comes last: its gradient may reuse g.
+                           if (a_sizes == ctx.grads[0].sizes() && b_sizes != a_sizes) {
+                             if (ctx.needs(1)) grad_b = product_grad(ctx, a, b_sizes, false);
+                             if (ctx.needs(0)) grad_a = product_grad(ctx, b, a_sizes, true);
+                           } else {
+                             if (ctx.needs(0)) grad_a = product_grad(ctx, b, a_sizes, !ctx.needs(1));
+                             if (ctx.needs(1)) grad_b = product_grad(ctx, a, b_sizes, true);
+                           }
+                           return TensorList{grad_a, grad_b};
                          })) {
     node->save(a);
     node->save(b);
@@ -90,7 +110,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, double b) {
   Tensor result = ops::mul(a, b);
-  record("MulBackward", {&a}, {&result}, [b](const BackwardContext& ctx) { return TensorList{mul(ctx.grads[0], b)}; });
+  record("MulBackward", {&a}, {&result}, [b](const BackwardContext& ctx) {
+    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{ops::mul_(g, b)};
+    return TensorList{mul(ctx.grads[0], b)};
+  });
   return result;
 }
 
@@ -261,17 +284,31 @@ Tensor sigmoid(const Tensor& t) {
                          [](const Tensor& g, const Tensor& r) { return mul(g, mul(r, sub(1.0, r))); });
 }
 
+namespace {
+
+// relu_backward(grads[0], result) for ReLU's formula and its own, into grads[0] when it may be
+// (Note [Reused gradients]).
+TensorList masked_by_relu(const BackwardContext& ctx, const Tensor& result) {
+  if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{ops::relu_backward_(g, result)};
+  return TensorList{relu_backward(ctx.grads[0], result)};
+}
+
+}  // namespace
+
 Tensor relu(const Tensor& t) {
-  return unary_of_result("ReluBackward", ops::relu(t), t,
-                         [](const Tensor& g, const Tensor& r) { return relu_backward(g, r); });
+  Tensor result = ops::relu(t);
+  if (auto node = record("ReluBackward", {&t}, {&result},
+                         [](const BackwardContext& ctx) { return masked_by_relu(ctx, ctx.saved[0]); })) {
+    node->save_output(result);
+  }
+  return result;
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& result) {
   Tensor out = ops::relu_backward(grad, result);
   // Linear in grad, with the output's mask of positives as a constant.
-  if (auto node = record("ReluBackwardBackward", {&grad}, {&out}, [](const BackwardContext& ctx) {
-        return TensorList{relu_backward(ctx.grads[0], ctx.saved[0])};
-      })) {
+  if (auto node = record("ReluBackwardBackward", {&grad}, {&out},
+                         [](const BackwardContext& ctx) { return masked_by_relu(ctx, ctx.saved[0]); })) {
     node->save(result);
   }
   return out;

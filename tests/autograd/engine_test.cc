@@ -39,6 +39,40 @@ TEST(Backward, SumsGradientsOfATensorUsedTwice) {
   EXPECT_DOUBLE_EQ(x.grad().item<double>(), 2 * 3 + 2);
 }
 
+TEST(Backward, AddsIntoAGradientInPlaceOnlyWhenNothingElseHoldsIt) {
+  // t's backward hands one fresh tensor to both of its inputs, s and u; s's passes it on to u and
+  // v. Adding s's share into u's buffer in place would change v's gradient as well.
+  const Tensor x = leaf({1, 2});
+  const Tensor u = x * 2.0, v = x * 3.0;
+  const Tensor s = u + v;
+  ((s + u) * 1.0).sum().backward();  // 2u + v = 7x
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{7, 7}));
+  // y's two gradients are fresh tensors of the products' backward, held by nothing else: the
+  // second is added into the first.
+  const Tensor y = exp(x);
+  std::vector<double> seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = values(g);
+    return Tensor();
+  });
+  (y * 2.0 + y * 3.0).sum().backward();
+  EXPECT_EQ(seen, (std::vector<double>{5, 5}));
+}
+
+TEST(Backward, AFormulaWritesOnlyIntoAGradientNothingElseHolds) {
+  // The hook keeps the gradient ReLU's formula receives, so the mask goes into a new tensor.
+  const Tensor x = leaf({-1, 2});
+  const Tensor y = relu(x);
+  Tensor kept;
+  y.register_hook([&](const Tensor& g) {
+    kept = g;
+    return Tensor();
+  });
+  (y * 3.0).sum().backward();
+  EXPECT_EQ(values(kept), (std::vector<double>{3, 3}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 3}));
+}
+
 TEST(Backward, ImplicitGradientOnlyForOneElement) {
   const Tensor x = leaf({1, 2});
   EXPECT_ERROR_CONTAINS((x * 2.0).backward(),

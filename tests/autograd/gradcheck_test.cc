@@ -41,6 +41,12 @@ std::vector<OpCase> all_cases() {
       {"rsub", {{3}}, [](In x) { return one(1.5 - x[0]); }},
       {"mul_broadcast", {{2, 1, 3}, {4, 1}}, [](In x) { return one(mul(x[0], x[1])); }},
       {"mul_scalar", {{3}}, [](In x) { return one(x[0] * -3.0); }},
+      // Followed by a product with a scalar, whose formula hands them a fresh gradient that they
+      // may write into (Note [Reused gradients]): each side broadcast, neither, one tensor twice.
+      {"mul_reusing_its_gradient", {{2, 3}, {3}}, [](In x) { return one(mul(x[0], x[1]) * 2.0); }},
+      {"mul_reusing_its_gradient_for_b", {{3}, {2, 3}}, [](In x) { return one(mul(x[0], x[1]) * 2.0); }},
+      {"mul_same_shapes_reusing_its_gradient", {{2, 3}, {2, 3}}, [](In x) { return one(mul(x[0], x[1]) * 2.0); }},
+      {"square_reusing_its_gradient", {{4}}, [](In x) { return one(mul(x[0], x[0]) * 2.0); }},
       {"div", {{2, 3}, {3}}, [](In x) { return one(div(x[0], x[1])); }, D::kAwayFromZero},
       {"div_scalar", {{3}}, [](In x) { return one(x[0] / 4.0); }},
       {"rdiv", {{3}}, [](In x) { return one(2.0 / x[0]); }, D::kAwayFromZero},
@@ -65,6 +71,7 @@ std::vector<OpCase> all_cases() {
       {"tanh", {{4}}, [](In x) { return one(tanh(x[0])); }},
       {"sigmoid", {{4}}, [](In x) { return one(sigmoid(x[0])); }},
       {"relu", {{6}}, [](In x) { return one(relu(x[0])); }, D::kAwayFromZero},
+      {"relu_reusing_its_gradient", {{6}}, [](In x) { return one(relu(x[0]) * 2.0); }, D::kAwayFromZero},
       {"gelu", {{6}}, [](In x) { return one(gelu(x[0])); }},
       {"erf", {{6}}, [](In x) { return one(erf(x[0])); }},
       {"clamp", {{6}}, [](In x) { return one(clamp(x[0], -0.5, 0.7)); }, D::kAwayFromZero},

@@ -157,6 +157,17 @@ TEST(Elementwise, ReluBackwardPassesTheGradientWhereTheOutputIsPositive) {
   EXPECT_ERROR_CONTAINS(relu_backward(grad, to(result, kFloat32)), "relu_backward: expected tensors of one dtype");
 }
 
+TEST(Elementwise, ReluBackwardInPlaceWritesTheSameIntoTheGradient) {
+  const Tensor result = f64({2, 0, -1, kNaN});
+  const Tensor grad = f64({1.5, -2, 3, 4});
+  const uint64_t version = grad.storage().version();
+  EXPECT_EQ(&relu_backward_(grad, result), &grad);
+  expect_close(grad, {1.5, 0, 0, 4}, 0);
+  EXPECT_GT(grad.storage().version(), version);
+  EXPECT_ERROR_CONTAINS(relu_backward_(grad, f64({1, 2})), "relu_backward_");
+  EXPECT_ERROR_CONTAINS(relu_backward_(f64({1}), result), "relu_backward_: the result of shape [4] does not fit");
+}
+
 TEST(Elementwise, NegAbsSignReluOnInt64) {
   const Tensor a = from_vector<int64_t>({-7, 0, 4});
   EXPECT_THAT(neg(a).to_vector<int64_t>(), ElementsAre(7, 0, -4));
