@@ -86,6 +86,11 @@ struct DeviceKernels {
   // or undefined) gets the position of the first extreme (NaN counts as the extreme).
   void (*reduce)(ReduceOp op, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t outer,
                  int64_t reduced, int64_t inner);
+  // values gets reduce(kSum)'s result over the product a * b (a and b contiguous, of one floating
+  // dtype, read as [outer, reduced, inner]), to the same bits, without the product's tensor;
+  // null where the device has none (ops::sum_of_product then multiplies, then sums).
+  void (*reduce_products)(const Tensor& values, const Tensor& a, const Tensor& b, int64_t outer, int64_t reduced,
+                          int64_t inner);
   void (*gemm)(const GemmArgs& args);
   // out[o, j, i] = in[o, index[j], i] with `in` contiguous as [outer, dim_size, inner] and
   // out contiguous as [outer, index.numel(), inner]; indices were bounds-checked.

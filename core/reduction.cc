@@ -135,6 +135,46 @@ Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
   return run_reduction(ReduceOp::kSum, numeric(t, "sum"), dims, keepdim, false, "sum").values;
 }
 
+Tensor sum_of_product(const Tensor& a, const Tensor& b, const Shape& dims, bool keepdim) {
+  detail::check_same_dtype_and_device("sum_of_product", a, b);
+  DISTGRAD_CHECK(a.sizes() == b.sizes(), "sum_of_product: expected tensors of one shape, found ", shape_str(a.sizes()),
+                 " and ", shape_str(b.sizes()));
+  const auto kernel = kernels::kernels_for(a.device()).reduce_products;
+  if (kernel == nullptr || (a.dtype() != kFloat32 && a.dtype() != kFloat64)) return sum(mul(a, b), dims, keepdim);
+  ReducePlan plan = plan_reduction(a, dims, "sum_of_product");
+  if (!plan.input.defined()) {
+    // Reduced dims apart: the last block of them with the product, then the others (run_reduction).
+    auto block_start = plan.reduced_dims.end() - 1;
+    while (block_start != plan.reduced_dims.begin() && *(block_start - 1) == *block_start - 1) --block_start;
+    const Tensor partial = sum_of_product(a, b, Shape(block_start, plan.reduced_dims.end()), /*keepdim=*/true);
+    const Tensor result = sum(partial, Shape(plan.reduced_dims.begin(), block_start), /*keepdim=*/true);
+    return keepdim ? result : reshape(result, plan.kept_sizes);
+  }
+  Tensor result = empty(keepdim ? plan.keepdim_sizes : plan.kept_sizes, {.dtype = a.dtype(), .device = a.device()});
+  if (plan.outer * plan.inner == 0) return result;
+  if (plan.reduced == 0) return fill_(result, 0);
+  kernel(result, plan.input, contiguous(b), plan.outer, plan.reduced, plan.inner);
+  return result;
+}
+
+Shape sum_to_dims(const Shape& from, const Shape& to, const char* op) {
+  const int64_t ndim = static_cast<int64_t>(from.size()), leading = ndim - static_cast<int64_t>(to.size());
+  DISTGRAD_CHECK(leading >= 0, op, ": cannot sum a tensor of shape ", shape_str(from), " to the larger shape ",
+                 shape_str(to));
+  Shape dims;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (d < leading) {
+      dims.push_back(d);
+      continue;
+    }
+    const int64_t target = to[d - leading];
+    DISTGRAD_CHECK(target == from[d] || target == 1, op, ": cannot sum a tensor of shape ", shape_str(from),
+                   " to shape ", shape_str(to), " (dimension ", d, ": ", from[d], " vs ", target, ")");
+    if (target == 1 && from[d] != 1) dims.push_back(d);
+  }
+  return dims;
+}
+
 Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
   detail::check_floating("mean", t);
   return div(sum(t, dims, keepdim), static_cast<double>(reduced_count(t, dims)));

@@ -18,6 +18,12 @@ struct ValuesIndices {
 };
 
 Tensor sum(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+// sum(a * b, dims, keepdim) for a and b of one shape, dtype and device; on devices with the
+// kernel (the CPU), in float32 and float64, without the product's tensor, to the same bits.
+Tensor sum_of_product(const Tensor& a, const Tensor& b, const Shape& dims = {}, bool keepdim = false);
+// The dims a sum of a tensor of shape `from` reduces to get shape `to` (sum_to, a broadcast's
+// adjoint): the leading dims `to` lacks and those where `to` has 1; errors name `op`.
+Shape sum_to_dims(const Shape& from, const Shape& to, const char* op);
 Tensor mean(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
 // Variance with Bessel's correction by default (correction = 1), as torch.var.
 Tensor var(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);

@@ -3,6 +3,7 @@
 #include <numbers>
 
 #include "autograd/function.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
 
@@ -76,12 +77,18 @@ Tensor sub(double a, const Tensor& b) {
 namespace {
 
 // The gradient of a product's input of `sizes` whose other factor is `factor`: sum_to(g * factor),
-// written into g when this is the formula's last use of it and it may be (Note [Reused gradients]).
+// written into g when this is the formula's last use of it and it may be (Note [Reused gradients]),
+// and summed without the product's tensor when nothing is recorded.
 Tensor product_grad(const BackwardContext& ctx, const Tensor& factor, const Shape& sizes, bool last_use) {
-  if (last_use && sizes == ctx.grads[0].sizes()) {
-    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return ops::mul_(g, factor);
+  const Tensor& g = ctx.grads[0];
+  if (sizes == g.sizes()) {
+    if (Tensor reusable = last_use ? ctx.take_reusable_grad(0) : Tensor(); reusable.defined()) {
+      return ops::mul_(reusable, factor);
+    }
+  } else if (factor.sizes() == g.sizes() && !autograd::GradMode::is_enabled()) {
+    return ops::reshape(ops::sum_of_product(g, factor, ops::sum_to_dims(g.sizes(), sizes, "sum_to"), true), sizes);
   }
-  return sum_to(mul(ctx.grads[0], factor), sizes);
+  return sum_to(mul(g, factor), sizes);
 }
 
 }  // namespace

@@ -205,20 +205,7 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
 Tensor sum_to(const Tensor& t, const Shape& sizes) {
   t.check_defined("sum_to");
   if (t.sizes() == sizes) return t;
-  const int64_t leading = t.dim() - static_cast<int64_t>(sizes.size());
-  DISTGRAD_CHECK(leading >= 0, "sum_to: cannot sum a tensor of shape ", shape_str(t.sizes()), " to the larger shape ",
-                 shape_str(sizes));
-  Shape dims;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d < leading) {
-      dims.push_back(d);
-      continue;
-    }
-    const int64_t target = sizes[d - leading];
-    DISTGRAD_CHECK(target == t.size(d) || target == 1, "sum_to: cannot sum a tensor of shape ", shape_str(t.sizes()),
-                   " to shape ", shape_str(sizes), " (dimension ", d, ": ", t.size(d), " vs ", target, ")");
-    if (target == 1 && t.size(d) != 1) dims.push_back(d);
-  }
+  const Shape dims = ops::sum_to_dims(t.sizes(), sizes, "sum_to");
   const Tensor summed = dims.empty() ? t : sum(t, dims, /*keepdim=*/true);
   return reshape(summed, sizes);
 }

@@ -209,28 +209,34 @@ void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Te
   });
 }
 
-// Sum or product of a contiguous run with several accumulators (the order is fixed, so
-// results do not depend on the thread count).
-template <typename T>
-AccumulateType<T> accumulate_run(ReduceOp op, const T* data, int64_t count) {
+// Sum or product of the run element(0), ..., element(count - 1) with several accumulators (the
+// order is fixed, so results do not depend on the thread count).
+template <typename T, typename Element>
+AccumulateType<T> accumulate_run(ReduceOp op, Element element, int64_t count) {
   using Acc = AccumulateType<T>;
   const Acc identity = op == ReduceOp::kSum ? Acc(0) : Acc(1);
   Acc lanes[8] = {identity, identity, identity, identity, identity, identity, identity, identity};
   int64_t j = 0;
   for (; j + 8 <= count; j += 8) {
     for (int lane = 0; lane < 8; ++lane) {
-      lanes[lane] = op == ReduceOp::kSum ? lanes[lane] + Acc(data[j + lane]) : lanes[lane] * Acc(data[j + lane]);
+      lanes[lane] = op == ReduceOp::kSum ? lanes[lane] + Acc(element(j + lane)) : lanes[lane] * Acc(element(j + lane));
     }
   }
   Acc result = identity;
   for (int lane = 0; lane < 8; ++lane) result = op == ReduceOp::kSum ? result + lanes[lane] : result * lanes[lane];
-  for (; j < count; ++j) result = op == ReduceOp::kSum ? result + Acc(data[j]) : result * Acc(data[j]);
+  for (; j < count; ++j) result = op == ReduceOp::kSum ? result + Acc(element(j)) : result * Acc(element(j));
   return result;
 }
 
-template <typename T>
-void reduce_accumulate(ReduceOp op, T* out, const T* in, int64_t outer, int64_t reduced, int64_t inner) {
+// out[o, i] = the reduction over r of element((o * reduced + r) * inner + i), element(k) being the
+// k-th value of a contiguous [outer, reduced, inner] input (or of a product of two).
+template <typename T, typename Element>
+void reduce_accumulate(ReduceOp op, T* out, Element element, int64_t outer, int64_t reduced, int64_t inner) {
   using Acc = AccumulateType<T>;
+  const auto run_from = [&](int64_t first, int64_t count) {
+    return accumulate_run<T>(
+        op, [&](int64_t j) { return element(first + j); }, count);
+  };
   if (inner == 1 && outer == 1 && reduced >= 2 * cpu::kParallelGrain) {
     // One long run: fixed-size blocks in parallel, then their partial results in order.
     const int64_t blocks = (reduced + cpu::kParallelGrain - 1) / cpu::kParallelGrain;
@@ -238,7 +244,7 @@ void reduce_accumulate(ReduceOp op, T* out, const T* in, int64_t outer, int64_t 
 #pragma omp parallel for
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t begin = block * cpu::kParallelGrain;
-      partial[block] = accumulate_run(op, in + begin, std::min(cpu::kParallelGrain, reduced - begin));
+      partial[block] = run_from(begin, std::min(cpu::kParallelGrain, reduced - begin));
     }
     Acc result = op == ReduceOp::kSum ? Acc(0) : Acc(1);
     for (Acc value : partial) result = op == ReduceOp::kSum ? result + value : result * value;
@@ -248,18 +254,18 @@ void reduce_accumulate(ReduceOp op, T* out, const T* in, int64_t outer, int64_t 
   const bool parallel = outer * reduced * inner >= cpu::kParallelGrain && outer > 1;
   if (inner == 1) {
 #pragma omp parallel for if (parallel)
-    for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<T>(accumulate_run(op, in + o * reduced, reduced));
+    for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<T>(run_from(o * reduced, reduced));
     return;
   }
 #pragma omp parallel for if (parallel)
   for (int64_t o = 0; o < outer; ++o) {
     std::vector<Acc> acc(inner, op == ReduceOp::kSum ? Acc(0) : Acc(1));
     for (int64_t r = 0; r < reduced; ++r) {
-      const T* row = in + (o * reduced + r) * inner;
+      const int64_t row = (o * reduced + r) * inner;
       if (op == ReduceOp::kSum) {
-        for (int64_t i = 0; i < inner; ++i) acc[i] += Acc(row[i]);
+        for (int64_t i = 0; i < inner; ++i) acc[i] += Acc(element(row + i));
       } else {
-        for (int64_t i = 0; i < inner; ++i) acc[i] *= Acc(row[i]);
+        for (int64_t i = 0; i < inner; ++i) acc[i] *= Acc(element(row + i));
       }
     }
     for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = static_cast<T>(acc[i]);
@@ -298,12 +304,26 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
       T* out = static_cast<T*>(values.data_ptr());
       const T* data = static_cast<const T*>(in.data_ptr());
       if (op == ReduceOp::kSum || op == ReduceOp::kProd) {
-        reduce_accumulate(op, out, data, outer, reduced, inner);
+        reduce_accumulate(
+            op, out, [data](int64_t k) { return data[k]; }, outer, reduced, inner);
       } else {
         int64_t* index_data = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
         reduce_extreme(op == ReduceOp::kMax, out, index_data, data, outer, reduced, inner);
       }
     }
+  });
+}
+
+// The sum of reduce(kSum) over a * b, each product rounded to T as mul's would be: the same bits
+// without the product's tensor.
+void reduce_products(const Tensor& values, const Tensor& a, const Tensor& b, int64_t outer, int64_t reduced,
+                     int64_t inner) {
+  dispatch_floating(a.dtype(), "reduce_products", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* a_data = static_cast<const T*>(a.data_ptr());
+    const T* b_data = static_cast<const T*>(b.data_ptr());
+    const auto product = [a_data, b_data](int64_t k) { return static_cast<T>(a_data[k] * b_data[k]); };
+    reduce_accumulate(ReduceOp::kSum, static_cast<T*>(values.data_ptr()), product, outer, reduced, inner);
   });
 }
 
@@ -876,6 +896,7 @@ const DeviceKernels& cpu_kernels() {
       .binary_scalar = binary_scalar,
       .where = where,
       .reduce = reduce,
+      .reduce_products = reduce_products,
       .gemm = gemm,
       .index_select = index_select,
       .gather = gather,

@@ -136,6 +136,9 @@ std::vector<ParityCase> all_cases() {
                        var(x[0], {1}), std(x[0], {}, 0),        max(x[0]),
                        min(x[0])};
   });
+  add_case("sum_of_product", {{3, 4, 5}, {3, 4, 5}}, [](In x) {
+    return std::vector{sum_of_product(x[0], x[1], {0, 2}, true), sum_of_product(x[0], x[1])};
+  });
   add_case("max_min_indices", {{4, 7}}, [](In x) {
     auto [max_values, max_indices] = max(x[0], 1);
     auto [min_values, min_indices] = min(x[0], 0, true);

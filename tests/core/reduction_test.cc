@@ -184,6 +184,34 @@ TEST(Reduction, LongRowsAndManyRowsSplitAcrossThreads) {
   expect_close(ops::sum(from_vector(data, {2, 100000}), {0}), reference_sum(data, {2, 100000}, {0}));
 }
 
+// Fused on the CPU: the same bits as summing mul's result, for every pattern of dims the
+// reduction plans (one block, NCHW's {0, 2, 3}, all, none, a long single run).
+TEST(Reduction, SumOfProductIsTheSumOfMulsResult) {
+  for (const DType dtype : {kFloat32, kFloat64}) {
+    const Tensor a = ops::to(randn({3, 4, 5, 6}), dtype), b = ops::to(randn({3, 4, 5, 6}), dtype);
+    for (const Shape& dims : std::vector<Shape>{{0, 2, 3}, {1}, {2, 3}, {0}, {}, {-1}, {0, 3}}) {
+      for (const bool keepdim : {false, true}) {
+        const Tensor fused = ops::sum_of_product(a, b, dims, keepdim);
+        const Tensor unfused = ops::sum(ops::mul(a, b), dims, keepdim);
+        EXPECT_EQ(fused.sizes(), unfused.sizes()) << shape_str(dims);
+        EXPECT_EQ(values(fused), values(unfused)) << dtype_name(dtype) << " dims " << shape_str(dims);
+      }
+    }
+    const Tensor long_a = ops::to(randn({300000}), dtype), long_b = ops::to(randn({300000}), dtype);
+    EXPECT_EQ(values(ops::sum_of_product(long_a, long_b)), values(ops::sum(ops::mul(long_a, long_b))));
+  }
+  // A non-contiguous operand, an empty reduced dim and an empty kept one.
+  const Tensor a = randn({4, 3}), b = ops::t(randn({3, 4}));
+  EXPECT_EQ(values(ops::sum_of_product(a, b, {0})), values(ops::sum(ops::mul(a, b), {0})));
+  EXPECT_EQ(values(ops::sum_of_product(zeros({0, 3}), zeros({0, 3}), {0})), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(ops::sum_of_product(zeros({0, 3}), zeros({0, 3}), {1}).sizes(), (Shape{0}));
+  // Integers take mul, then sum.
+  EXPECT_EQ(ops::sum_of_product(from_vector<int64_t>({2, 3}), from_vector<int64_t>({4, 5})).item<int64_t>(), 23);
+  EXPECT_ERROR_CONTAINS(ops::sum_of_product(randn({2, 3}), randn({3})),
+                        "sum_of_product: expected tensors of one shape, found [2, 3] and [3]");
+  EXPECT_ERROR_CONTAINS(ops::sum_of_product(randn({2}), ops::to(randn({2}), kFloat64)), "sum_of_product");
+}
+
 TEST(Reduction, MeanDividesByTheReducedCount) {
   Cube cube;
   expect_close(ops::mean(cube.tensor), {reference_sum(cube.data, cube.sizes, {0, 1, 2})[0] / 24});
