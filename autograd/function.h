@@ -24,8 +24,8 @@
 // may write it into that one's memory (ctx.take_reusable_grad, then an in-place op) when the
 // engine alone holds it: the engine moves gradients into the node, so one that nothing else
 // kept (a hook, a capture, another input slot, a saved tensor, a view) has a single owner. The
-// engine itself adds a second gradient into the first one arriving at a slot on the same terms,
-// as PyTorch's InputBuffer does. A backward pass so skips a fresh buffer per elementwise op and
+// engine itself adds a second gradient arriving at a slot into the first on the same terms, as
+// PyTorch's InputBuffer does (or the first into the second, when only that one is free). A backward pass so skips a fresh buffer per elementwise op and
 // the memory traffic of writing one (ReLU's mask, the products of BatchNorm's scale): in place,
 // ReLU's backward on the CNN's first activation took half the time. With create_graph nothing is
 // reused: the in-place kernels record no history.

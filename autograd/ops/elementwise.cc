@@ -61,7 +61,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor result = ops::sub(a, b);
   record("SubBackward", {&a, &b}, {&result}, [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
     const Tensor& g = ctx.grads[0];
-    return TensorList{ctx.needs(0) ? sum_to(g, a_sizes) : Tensor(), ctx.needs(1) ? sum_to(neg(g), b_sizes) : Tensor()};
+    // A broadcast b's gradient is negated after the sum, on the small tensor (the same values).
+    return TensorList{ctx.needs(0) ? sum_to(g, a_sizes) : Tensor(), ctx.needs(1) ? neg(sum_to(g, b_sizes)) : Tensor()};
   });
   return result;
 }
@@ -235,7 +236,10 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("MinimumBackw
 
 Tensor neg(const Tensor& t) {
   Tensor result = ops::neg(t);
-  record("NegBackward", {&t}, {&result}, [](const BackwardContext& ctx) { return TensorList{neg(ctx.grads[0])}; });
+  record("NegBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
+    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{ops::neg_(g)};
+    return TensorList{neg(ctx.grads[0])};
+  });
   return result;
 }
 

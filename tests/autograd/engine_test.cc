@@ -47,16 +47,18 @@ TEST(Backward, AddsIntoAGradientInPlaceOnlyWhenNothingElseHoldsIt) {
   const Tensor s = u + v;
   ((s + u) * 1.0).sum().backward();  // 2u + v = 7x
   EXPECT_EQ(values(x.grad()), (std::vector<double>{7, 7}));
-  // y's two gradients are fresh tensors of the products' backward, held by nothing else: the
-  // second is added into the first.
-  const Tensor y = exp(x);
+  // b's backward hands y and q one tensor; the product's fresh gradient then reaching y must take
+  // the sum (b's share stays q's).
+  const Tensor w = leaf({1, 1});
+  const Tensor y = exp(x), q = w * 1.5, a = y * 3.0, b = y + q;
   std::vector<double> seen;
   y.register_hook([&](const Tensor& g) {
     seen = values(g);
     return Tensor();
   });
-  (y * 2.0 + y * 3.0).sum().backward();
-  EXPECT_EQ(seen, (std::vector<double>{5, 5}));
+  (a + b * 1.0).sum().backward();
+  EXPECT_EQ(seen, (std::vector<double>{4, 4}));
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{1.5, 1.5}));
 }
 
 TEST(Backward, AFormulaWritesOnlyIntoAGradientNothingElseHolds) {

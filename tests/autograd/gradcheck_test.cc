@@ -57,6 +57,7 @@ std::vector<OpCase> all_cases() {
       {"maximum", {{2, 3}, {3}}, [](In x) { return one(maximum(x[0], x[1])); }},
       {"minimum", {{2, 3}, {2, 3}}, [](In x) { return one(minimum(x[0], x[1])); }},
       {"neg", {{3}}, [](In x) { return one(-x[0]); }},
+      {"neg_reusing_its_gradient", {{3}}, [](In x) { return one(-x[0] * 2.0); }},
       {"abs", {{5}}, [](In x) { return one(abs(x[0])); }, D::kAwayFromZero},
       {"exp", {{2, 3}}, [](In x) { return one(exp(x[0])); }},
       {"log", {{4}}, [](In x) { return one(log(x[0])); }, D::kPositive},
