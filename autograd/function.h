@@ -25,10 +25,11 @@
 // engine alone holds it: the engine moves gradients into the node, so one that nothing else
 // kept (a hook, a capture, another input slot, a saved tensor, a view) has a single owner. The
 // engine itself adds a second gradient arriving at a slot into the first on the same terms, as
-// PyTorch's InputBuffer does (or the first into the second, when only that one is free). A backward pass so skips a fresh buffer per elementwise op and
-// the memory traffic of writing one (ReLU's mask, the products of BatchNorm's scale): in place,
-// ReLU's backward on the CNN's first activation took half the time. With create_graph nothing is
-// reused: the in-place kernels record no history.
+// PyTorch's InputBuffer does (or the first into the second, when only that one is free). A
+// backward pass so skips a fresh buffer per elementwise op and the memory traffic of writing one
+// (ReLU's mask, the products of BatchNorm's scale): in place, ReLU's backward on the CNN's first
+// activation takes half the time (bench/core_ops_bench, BM_ReluBackwardInPlace). With
+// create_graph nothing is reused: the in-place kernels record no history.
 //
 // Note [Higher order]
 // The engine runs formulas with grad mode equal to create_graph. With it on, each op inside a

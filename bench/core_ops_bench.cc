@@ -112,6 +112,34 @@ void BM_ReluBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_ReluBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// What autograd does when the engine alone holds the incoming gradient (Note [Reused gradients]):
+// the mask written into it. Repeating it changes nothing (the mask is idempotent).
+void BM_ReluBackwardInPlace(benchmark::State& state) {
+  const dg::Tensor y = ops::relu(dg::randn(kActivation)), grad = dg::randn(kActivation);
+  for (auto _ : state) ops::relu_backward_(grad, y);
+  state.SetBytesProcessed(state.iterations() * 3 * y.numel() * sizeof(float));
+}
+BENCHMARK(BM_ReluBackwardInPlace)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The gradient of BatchNorm's per-channel scale, few-shot MAML's shape (100 images, 64 channels,
+// 14 x 14): the sum over images and pixels of the incoming gradient times the input, with the
+// product's tensor (mul, then sum) and without it (sum_of_product).
+const dg::Shape kBatchNormInput{100, 64, 14, 14};
+
+void BM_MulThenSum(benchmark::State& state) {
+  const dg::Tensor a = dg::randn(kBatchNormInput), b = dg::randn(kBatchNormInput);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::sum(ops::mul(a, b), {0, 2, 3}, true));
+  state.SetBytesProcessed(state.iterations() * 2 * a.numel() * sizeof(float));
+}
+BENCHMARK(BM_MulThenSum)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_SumOfProduct(benchmark::State& state) {
+  const dg::Tensor a = dg::randn(kBatchNormInput), b = dg::randn(kBatchNormInput);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::sum_of_product(a, b, {0, 2, 3}, true));
+  state.SetBytesProcessed(state.iterations() * 2 * a.numel() * sizeof(float));
+}
+BENCHMARK(BM_SumOfProduct)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // Max-pool's backward: the output's gradient added at the argmax positions of a zero image.
 void BM_MaxPool2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);

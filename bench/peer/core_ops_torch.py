@@ -67,6 +67,15 @@ def workloads():
         y, grad = torch.relu(torch.randn(activation)), torch.randn(activation)
         return (lambda: torch.ops.aten.threshold_backward(grad, y, 0)), 3 * activation_bytes, None
 
+    def relu_backward_in_place():
+        y, grad = torch.relu(torch.randn(activation)), torch.randn(activation)
+        return (lambda: torch.ops.aten.threshold_backward.grad_input(grad, y, 0, grad_input=grad)), \
+            3 * activation_bytes, None
+
+    def mul_then_sum():
+        a, b = torch.randn(100, 64, 14, 14), torch.randn(100, 64, 14, 14)
+        return (lambda: (a * b).sum((0, 2, 3), keepdim=True)), 2 * a.numel() * 4, None
+
     def im2col():
         x = torch.randn(64, 32, 14, 14)
         return (lambda: torch.nn.functional.unfold(x, 3, padding=1)), 9 * x.numel() * 4, None
@@ -90,6 +99,8 @@ def workloads():
     yield "MaxPool2dBackward", False, max_pool_backward
     yield "Relu", False, relu
     yield "ReluBackward", False, relu_backward
+    yield "ReluBackwardInPlace", False, relu_backward_in_place
+    yield "MulThenSum", False, mul_then_sum
     yield "Im2col", False, im2col
     yield "Col2im", False, col2im
     yield "Conv2d", False, conv2d
