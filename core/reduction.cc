@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/copy.h"
 #include "core/creation.h"
@@ -78,18 +79,22 @@ Tensor permuted_input(const Tensor& t, const ReducePlan& plan) {
   return contiguous(permute(t, order));
 }
 
+// The reduced dims of a plan whose reduced dims are not one block, as the last block of adjacent
+// ones and the others before it: reducing the block in place, then the others of that smaller
+// result, avoids copying the input permuted (a sum over {0, 2, 3} of NCHW: {2, 3}, then {0}).
+std::pair<Shape, Shape> last_block_and_others(const ReducePlan& plan) {
+  auto block_start = plan.reduced_dims.end() - 1;
+  while (block_start != plan.reduced_dims.begin() && *(block_start - 1) == *block_start - 1) --block_start;
+  return {Shape(block_start, plan.reduced_dims.end()), Shape(plan.reduced_dims.begin(), block_start)};
+}
+
 // Runs the reduce kernel; `indices` is filled too when requested (kMax/kMin only).
 ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim, bool with_indices,
                             const char* name) {
   ReducePlan plan = plan_reduction(t, dims, name);
   const bool scattered = !plan.input.defined();
   if (scattered && !with_indices && plan.reduced > 0) {
-    // Reduced dims apart (a sum over {0, 2, 3} of NCHW): rather than copying t permuted, reduce
-    // its last block of reduced dims in place, then the others of that smaller result.
-    auto block_start = plan.reduced_dims.end() - 1;
-    while (block_start != plan.reduced_dims.begin() && *(block_start - 1) == *block_start - 1) --block_start;
-    const Shape last_block(block_start, plan.reduced_dims.end());
-    const Shape others(plan.reduced_dims.begin(), block_start);
+    const auto [last_block, others] = last_block_and_others(plan);
     const Tensor partial = run_reduction(op, t, last_block, /*keepdim=*/true, false, name).values;
     const Tensor result = run_reduction(op, partial, others, /*keepdim=*/true, false, name).values;
     return {keepdim ? result : reshape(result, plan.kept_sizes), {}};
@@ -142,12 +147,9 @@ Tensor sum_of_product(const Tensor& a, const Tensor& b, const Shape& dims, bool 
   const auto kernel = kernels::kernels_for(a.device()).reduce_products;
   if (kernel == nullptr || (a.dtype() != kFloat32 && a.dtype() != kFloat64)) return sum(mul(a, b), dims, keepdim);
   ReducePlan plan = plan_reduction(a, dims, "sum_of_product");
-  if (!plan.input.defined()) {
-    // Reduced dims apart: the last block of them with the product, then the others (run_reduction).
-    auto block_start = plan.reduced_dims.end() - 1;
-    while (block_start != plan.reduced_dims.begin() && *(block_start - 1) == *block_start - 1) --block_start;
-    const Tensor partial = sum_of_product(a, b, Shape(block_start, plan.reduced_dims.end()), /*keepdim=*/true);
-    const Tensor result = sum(partial, Shape(plan.reduced_dims.begin(), block_start), /*keepdim=*/true);
+  if (!plan.input.defined()) {  // the last block of reduced dims with the product, then the others
+    const auto [last_block, others] = last_block_and_others(plan);
+    const Tensor result = sum(sum_of_product(a, b, last_block, /*keepdim=*/true), others, /*keepdim=*/true);
     return keepdim ? result : reshape(result, plan.kept_sizes);
   }
   Tensor result = empty(keepdim ? plan.keepdim_sizes : plan.kept_sizes, {.dtype = a.dtype(), .device = a.device()});
