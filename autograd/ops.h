@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/batch_norm.h"
 #include "core/nn_ops.h"
 #include "core/reduction.h"
 #include "core/tensor.h"
@@ -196,6 +197,16 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1, DType dtype = kI
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
 Tensor outer(const Tensor& a, const Tensor& b);
+
+// --- batch normalisation with the batch's statistics (training mode), differentiable to any order
+// in input, weight and bias: the fused ops::batch_norm where the device has it, else composed of
+// differentiable ops. mean, var and invstd ([C]) are returned without history.
+ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps);
+// batch_norm's gradients (ops::batch_norm_backward), differentiable in grad_output, input and
+// weight: batch_norm's own backward. mean and invstd are those batch_norm returned for input.
+ops::BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& invstd, double eps,
+                                        const ops::BatchNormGradsNeeded& needed);
 
 // --- convolution and pooling (NCHW or unbatched CHW)
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},

@@ -140,6 +140,34 @@ void BM_SumOfProduct(benchmark::State& state) {
 }
 BENCHMARK(BM_SumOfProduct)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// Training-mode batch normalisation on the same shape (fused: one channel at a time), its backward
+// and the backward of that (second-order MAML's outer backward runs both).
+void BM_BatchNorm(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), b = dg::randn({64});
+  for (auto _ : state) benchmark::DoNotOptimize(ops::batch_norm(x, w, b, 1e-5));
+  state.SetBytesProcessed(state.iterations() * 2 * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_BatchNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_BatchNormBackward(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), g = dg::randn(kBatchNormInput);
+  const ops::BatchNormOutputs forward = ops::batch_norm(x, w, {}, 1e-5);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::batch_norm_backward(g, x, w, forward.mean, forward.invstd));
+  state.SetBytesProcessed(state.iterations() * 3 * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_BatchNormBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_BatchNormDoubleBackward(benchmark::State& state) {
+  const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), g = dg::randn(kBatchNormInput);
+  const dg::Tensor gg = dg::randn(kBatchNormInput), gg_weight = dg::randn({64});
+  const ops::BatchNormOutputs forward = ops::batch_norm(x, w, {}, 1e-5);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ops::batch_norm_double_backward(gg, gg_weight, {}, g, x, w, forward.mean, forward.invstd));
+  }
+  state.SetBytesProcessed(state.iterations() * 5 * x.numel() * sizeof(float));
+}
+BENCHMARK(BM_BatchNormDoubleBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // Max-pool's backward: the output's gradient added at the argmax positions of a zero image.
 void BM_MaxPool2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);

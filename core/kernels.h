@@ -69,6 +69,23 @@ struct Window2d {
   int64_t out_h = 0, out_w = 0;
 };
 
+// How batch normalisation's kernels read contiguous input-shaped tensors: [batch, channels,
+// inner], statistics over batch and inner for each channel.
+struct BatchNormLayout {
+  int64_t batch = 0, channels = 0, inner = 0;
+};
+
+// The tensors of batch normalisation's double backward: batch_norm_backward's arguments, the
+// gradients of its results (gg_*; undefined reads as zeros) and the gradients it gets w.r.t.
+// grad_output, input and weight (d_*; those defined are written). Input-shaped ones are
+// contiguous in the layout, the others contiguous [channels]; an undefined weight reads as ones.
+struct BatchNormDoubleBackwardArgs {
+  BatchNormLayout layout;
+  Tensor grad_output, input, weight, mean, invstd;
+  Tensor gg_input, gg_weight, gg_bias;
+  Tensor d_grad_output, d_input, d_weight;
+};
+
 struct DeviceKernels {
   // out[...] = value (converted to out's dtype).
   void (*fill)(const Tensor& out, double value);
@@ -136,6 +153,21 @@ struct DeviceKernels {
   // image] (last dim contiguous) gets A g A^T of every 2 x 2 block g of contiguous NCHW
   // `grad_out` [batch, O, out_h, out_w] (outputs past its edge read as zeros).
   void (*winograd_output_grad_tiles)(const Tensor& tiles, const Tensor& grad_out, const Window2d& window);
+  // Batch normalisation with the batch's own statistics (Note [Fused batch normalisation] in
+  // core/batch_norm.cc); all three null where the device has none. Per channel c of contiguous
+  // `input` (layout), [channels] `mean`, `var` (biased) and `invstd` = 1 / sqrt(var + eps) get its
+  // statistics and `out` gets (input - mean) * invstd * weight + bias; weight and bias are
+  // contiguous [channels], or undefined for ones and zeros.
+  void (*batch_norm)(const BatchNormLayout& layout, const Tensor& out, const Tensor& mean, const Tensor& var,
+                     const Tensor& invstd, const Tensor& input, const Tensor& weight, const Tensor& bias, double eps);
+  // Its gradients from `grad_output` (input's layout) with the statistics batch_norm gave: those
+  // of grad_input (input's layout; it may be grad_output itself), grad_weight and grad_bias
+  // ([channels]) that are defined.
+  void (*batch_norm_backward)(const BatchNormLayout& layout, const Tensor& grad_input, const Tensor& grad_weight,
+                              const Tensor& grad_bias, const Tensor& grad_output, const Tensor& input,
+                              const Tensor& weight, const Tensor& mean, const Tensor& invstd);
+  // The backward of batch_norm_backward (ops::batch_norm_double_backward).
+  void (*batch_norm_double_backward)(const BatchNormDoubleBackwardArgs& args);
 };
 
 // The kernels of `device`'s backend; throws when distgrad was built without it.

@@ -1,6 +1,7 @@
 // Every core op: the kernels that never record a graph (see core/tensor.h for the layering).
 #pragma once
 
+#include "core/batch_norm.h"
 #include "core/copy.h"
 #include "core/creation.h"
 #include "core/elementwise.h"

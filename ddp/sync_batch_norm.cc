@@ -27,7 +27,7 @@ Tensor all_reduce_sum(const Tensor& tensor, const std::shared_ptr<ProcessGroup>&
 
 }  // namespace
 
-nn::BatchNorm::BatchStatistics SyncBatchNorm::batch_statistics(const Tensor& input, const Shape& dims) {
+nn::BatchNorm::NormalizedBatch SyncBatchNorm::normalize_batch(const Tensor& input, const Shape& dims) {
   if (!group_) group_ = default_process_group();
   const int64_t channels = num_features();
   Shape channel_shape(input.dim(), 1);
@@ -40,7 +40,8 @@ nn::BatchNorm::BatchStatistics SyncBatchNorm::batch_statistics(const Tensor& inp
   const double count = ops::narrow(global, 0, 2 * channels, 1).item<double>();
   const Tensor mean = narrow(global, 0, 0, channels) / count;
   const Tensor var = narrow(global, 0, channels, channels) / count - mean * mean;  // biased
-  return {reshape(mean, channel_shape), reshape(var, channel_shape), static_cast<int64_t>(count)};
+  const Tensor batch_mean = reshape(mean, channel_shape), batch_var = reshape(var, channel_shape);
+  return {normalize(input, batch_mean, batch_var), batch_mean, batch_var, static_cast<int64_t>(count)};
 }
 
 }  // namespace distgrad::ddp

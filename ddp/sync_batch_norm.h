@@ -27,7 +27,7 @@ class SyncBatchNorm : public nn::BatchNorm {
       : BatchNorm("SyncBatchNorm", 2, 5, num_features, options, tensor_options), group_(std::move(group)) {}
 
  protected:
-  BatchStatistics batch_statistics(const Tensor& input, const Shape& dims) override;
+  NormalizedBatch normalize_batch(const Tensor& input, const Shape& dims) override;
 
  private:
   std::shared_ptr<ProcessGroup> group_;

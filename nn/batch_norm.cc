@@ -49,36 +49,33 @@ Tensor BatchNorm::forward(const Tensor& input) {
   // Per-channel statistics reduce every dim but 1 and broadcast back as [1, C, 1, ...].
   Shape dims = {0};
   for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
-  Shape channel_shape(rank, 1);
-  channel_shape[1] = num_features_;
-
-  // y = (x - mean) / sqrt(var + eps) * weight + bias, computed as x * scale + shift with the
-  // per-channel scale = weight / sqrt(var + eps) and shift = bias - mean * scale (as PyTorch's
-  // CPU kernel): two full-size ops instead of four, and a smaller graph to keep for backward
-  // (second-order MAML on a conv net keeps every step's).
-  Tensor mean, var;
   if (is_training() || !options_.track_running_stats) {
-    const BatchStatistics statistics = batch_statistics(input, dims);
-    DISTGRAD_CHECK(!is_training() || statistics.count > 1, name(),
+    const NormalizedBatch batch = normalize_batch(input, dims);
+    DISTGRAD_CHECK(!is_training() || batch.count > 1, name(),
                    ": expected more than 1 value per channel when training, found input of shape ",
                    shape_str(input.sizes()));
-    if (is_training() && options_.track_running_stats) {
-      update_running_stats(statistics.mean, statistics.var, statistics.count);
-    }
-    mean = statistics.mean, var = statistics.var;
-  } else {
-    mean = reshape(running_mean, channel_shape), var = reshape(running_var, channel_shape);
+    if (is_training() && options_.track_running_stats) update_running_stats(batch.mean, batch.var, batch.count);
+    return batch.output;
   }
+  Shape channel_shape(rank, 1);
+  channel_shape[1] = num_features_;
+  return normalize(input, reshape(running_mean, channel_shape), reshape(running_var, channel_shape));
+}
+
+BatchNorm::NormalizedBatch BatchNorm::normalize_batch(const Tensor& input, const Shape& /*dims*/) {
+  const ops::BatchNormOutputs result = distgrad::batch_norm(input, weight, bias, options_.eps);
+  return {result.output, result.mean, result.var, input.numel() / num_features_};
+}
+
+Tensor BatchNorm::normalize(const Tensor& input, const Tensor& mean, const Tensor& var) const {
+  // x * scale + shift with the per-channel scale = weight / sqrt(var + eps) and shift = bias -
+  // mean * scale (as PyTorch's CPU kernel): two full-size ops instead of four.
+  Shape channel_shape(input.dim(), 1);
+  channel_shape[1] = num_features_;
   Tensor scale = rsqrt(var + options_.eps);
   if (options_.affine) scale = scale * reshape(weight, channel_shape);
   const Tensor shift = options_.affine ? reshape(bias, channel_shape) - mean * scale : -(mean * scale);
   return input * scale + shift;
-}
-
-BatchNorm::BatchStatistics BatchNorm::batch_statistics(const Tensor& input, const Shape& dims) {
-  const Tensor mean = distgrad::mean(input, dims, /*keepdim=*/true);
-  const Tensor centered = input - mean;
-  return {mean, distgrad::mean(centered * centered, dims, /*keepdim=*/true), input.numel() / num_features_};
 }
 
 void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count) {

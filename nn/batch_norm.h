@@ -24,8 +24,8 @@ struct BatchNormOptions {
 //
 // Which statistics, as in PyTorch:
 //   - training mode, or track_running_stats = false: the batch's mean and biased variance
-//     over every dim but 1. The result is differentiable to any order through them (it is
-//     composed of differentiable ops), as second-order MAML needs. In training mode with
+//     over every dim but 1 (distgrad::batch_norm: fused on the CPU). The result is
+//     differentiable to any order through them, as second-order MAML needs. In training mode with
 //     running stats, running_mean and running_var then move towards the batch's mean and
 //     unbiased variance by `momentum` (without recording: they are buffers), and
 //     num_batches_tracked counts the update;
@@ -53,15 +53,19 @@ class BatchNorm : public Module {
   BatchNorm(std::string kind, int64_t min_dim, int64_t max_dim, int64_t num_features, BatchNormOptions options,
             TensorOptions tensor_options);
 
-  // The statistics of a training batch, per channel, shaped [1, C, 1, ...]: its mean, its biased
-  // variance and the number of values per channel. `dims` are the dims they reduce (all but 1).
-  // SyncBatchNorm overrides this to take them over every rank's batch.
-  struct BatchStatistics {
+  // A training batch normalised with its own statistics: the output, the per-channel mean and
+  // biased variance ([C] or [1, C, 1, ...]) and the number of values per channel they were taken
+  // over. `dims` are the dims they reduce (all but 1). BatchNorm takes them over the input alone
+  // (distgrad::batch_norm); SyncBatchNorm overrides this to take them over every rank's batch.
+  struct NormalizedBatch {
+    Tensor output;
     Tensor mean;
     Tensor var;
     int64_t count;
   };
-  virtual BatchStatistics batch_statistics(const Tensor& input, const Shape& dims);
+  virtual NormalizedBatch normalize_batch(const Tensor& input, const Shape& dims);
+  // (input - mean) / sqrt(var + eps) * weight + bias with mean and var shaped [1, C, 1, ...].
+  Tensor normalize(const Tensor& input, const Tensor& mean, const Tensor& var) const;
 
  private:
   void update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count);

@@ -1,9 +1,12 @@
-// Differentiable convolution and pooling (autograd/ops.h).
+// Differentiable batch normalisation, convolution and pooling (autograd/ops.h).
 //
 // Every backward formula here is made of differentiable ops, so it can be differentiated again:
 // the second-order MAML of a conv net needs exactly that. conv2d's gradients are two ops of their
 // own whose derivatives are conv2d and themselves (see conv2d_input_grad); avg_pool2d's go
-// through im2col and its adjoint col2im, each the other's gradient.
+// through im2col and its adjoint col2im, each the other's gradient. batch_norm's gradients are an
+// op of their own too, whose derivatives are composed of differentiable ops.
+#include <array>
+
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -13,6 +16,123 @@ namespace distgrad {
 using autograd::BackwardContext;
 using autograd::record;
 using autograd::TensorList;
+
+namespace {
+
+// The dims batch normalisation's statistics reduce (all but the channels, dim 1), and the shape
+// its per-channel tensors broadcast as ([1, C, 1, ...]), for input of `input`'s rank.
+Shape statistics_dims(const Tensor& input) {
+  Shape dims = {0};
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+Shape channel_shape(const Tensor& input) {
+  Shape shape(input.dim(), 1);
+  shape[1] = input.size(1);
+  return shape;
+}
+
+// batch_norm composed of differentiable ops, where the device has no fused kernels.
+ops::BatchNormOutputs composed_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  DISTGRAD_CHECK(input.dim() >= 2, "batch_norm: expected input of shape [N, C, ...], found ", shape_str(input.sizes()));
+  const Shape dims = statistics_dims(input), per_channel = channel_shape(input);
+  const Tensor mean = distgrad::mean(input, dims, /*keepdim=*/true);
+  const Tensor centered = input - mean;
+  const Tensor var = distgrad::mean(centered * centered, dims, /*keepdim=*/true);
+  const Tensor invstd = rsqrt(var + eps);
+  // x * scale + shift with the per-channel scale = weight * invstd and shift = bias - mean * scale
+  // (as PyTorch's CPU kernel): two full-size ops instead of four.
+  const Tensor scale = weight.defined() ? invstd * reshape(weight, per_channel) : invstd;
+  const Tensor shift = bias.defined() ? reshape(bias, per_channel) - mean * scale : -(mean * scale);
+  const Shape channels = {input.size(1)};
+  return {input * scale + shift, ops::reshape(mean.detach(), channels), ops::reshape(var.detach(), channels),
+          ops::reshape(invstd.detach(), channels)};
+}
+
+// ops::batch_norm_double_backward composed of differentiable ops (the formulas of Note [Fused
+// batch normalisation] in core/batch_norm.cc), the statistics computed again from input, so that
+// the result can be differentiated again: the third order and beyond.
+TensorList batch_norm_double_backward(const Tensor& gg_input, const Tensor& gg_weight, const Tensor& gg_bias,
+                                      const Tensor& grad_output, const Tensor& input, const Tensor& weight, double eps,
+                                      const std::array<bool, 3>& needed) {
+  const Shape dims = statistics_dims(input), per_channel = channel_shape(input);
+  const double count = static_cast<double>(input.numel() / input.size(1));
+  const auto channel_mean = [&dims](const Tensor& t) { return distgrad::mean(t, dims, /*keepdim=*/true); };
+  const Tensor centered = input - channel_mean(input);
+  const Tensor invstd = rsqrt(channel_mean(centered * centered) + eps);
+  const Tensor xhat = centered * invstd;
+  const Tensor scale = weight.defined() ? reshape(weight, per_channel) * invstd : invstd;
+  const Tensor g_centered = grad_output - channel_mean(grad_output);
+  const Tensor r = channel_mean(grad_output * xhat);
+  Tensor d_grad_output, d_input, d_weight;
+  const auto add_to = [](Tensor& total, const Tensor& part) { total = total.defined() ? total + part : part; };
+  if (gg_input.defined()) {
+    const Tensor gg_centered = gg_input - channel_mean(gg_input);
+    const Tensor q = channel_mean(gg_input * xhat), p = channel_mean(gg_input * g_centered);
+    if (needed[0]) add_to(d_grad_output, scale * (gg_centered - xhat * q));
+    if (needed[1]) add_to(d_input, scale * invstd * (xhat * (3.0 * r * q - p) - q * g_centered - r * gg_centered));
+    if (needed[2] && weight.defined()) d_weight = reshape(invstd * (p - r * q) * count, weight.sizes());
+  }
+  if (gg_weight.defined()) {
+    const Tensor gg_scale = reshape(gg_weight, per_channel);
+    if (needed[0]) add_to(d_grad_output, gg_scale * xhat);
+    if (needed[1]) add_to(d_input, gg_scale * invstd * (g_centered - xhat * r));
+  }
+  if (gg_bias.defined() && needed[0]) add_to(d_grad_output, expand(reshape(gg_bias, per_channel), input.sizes()));
+  return {d_grad_output, d_input, d_weight};
+}
+
+}  // namespace
+
+ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  if (!ops::has_fused_batch_norm(input.device())) return composed_batch_norm(input, weight, bias, eps);
+  ops::BatchNormOutputs result = ops::batch_norm(input, weight, bias, eps);  // checks every argument
+  if (auto node =
+          record("BatchNormBackward", {&input, &weight, &bias}, {&result.output}, [eps](const BackwardContext& ctx) {
+            const ops::BatchNormGrads grads =
+                distgrad::batch_norm_backward(ctx.grads[0], ctx.saved[0], ctx.saved[1], ctx.saved[2], ctx.saved[3], eps,
+                                              {.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)});
+            return TensorList{grads.input, grads.weight, grads.bias};
+          })) {
+    node->save(input);
+    node->save(weight);
+    node->save(result.mean);
+    node->save(result.invstd);
+  }
+  return result;
+}
+
+ops::BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& invstd, double eps,
+                                        const ops::BatchNormGradsNeeded& needed) {
+  ops::BatchNormGrads grads = ops::batch_norm_backward(grad_output, input, weight, mean, invstd, needed);
+  const std::array<bool, 3> given = {grads.input.defined(), grads.weight.defined(), grads.bias.defined()};
+  const auto formula = [eps, given](const BackwardContext& ctx) {
+    const Tensor &g = ctx.saved[0], &input = ctx.saved[1], &weight = ctx.saved[2];
+    // The outputs' gradients come in order for the outputs there are.
+    Tensor gg[3];
+    for (size_t output = 0, slot = 0; output < 3; ++output) {
+      if (given[output]) gg[output] = ctx.grads[slot++];
+    }
+    if (autograd::should_record({&gg[0], &gg[1], &gg[2], &g, &input, &weight})) {
+      return batch_norm_double_backward(gg[0], gg[1], gg[2], g, input, weight, eps,
+                                        {ctx.needs(0), ctx.needs(1), ctx.needs(2)});
+    }
+    const ops::BatchNormDoubleGrads second =
+        ops::batch_norm_double_backward(gg[0], gg[1], gg[2], g, input, weight, ctx.saved[3], ctx.saved[4],
+                                        {.grad_output = ctx.needs(0), .input = ctx.needs(1), .weight = ctx.needs(2)});
+    return TensorList{second.grad_output, second.input, second.weight};
+  };
+  if (auto node = record("BatchNormBackwardBackward", {&grad_output, &input, &weight},
+                         {&grads.input, &grads.weight, &grads.bias}, formula)) {
+    node->save(grad_output);
+    node->save(input);
+    node->save(weight);
+    node->save(mean);
+    node->save(invstd);
+  }
+  return grads;
+}
 
 Tensor im2col(const Tensor& input, const ops::Im2colOptions& options) {
   Tensor result = ops::im2col(input, options);

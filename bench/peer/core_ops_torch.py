@@ -76,6 +76,17 @@ def workloads():
         a, b = torch.randn(100, 64, 14, 14), torch.randn(100, 64, 14, 14)
         return (lambda: (a * b).sum((0, 2, 3), keepdim=True)), 2 * a.numel() * 4, None
 
+    def batch_norm():
+        x, w, b = torch.randn(100, 64, 14, 14), torch.randn(64), torch.randn(64)
+        return (lambda: torch.ops.aten.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)), \
+            2 * x.numel() * 4, None
+
+    def batch_norm_backward():
+        x, w, g = torch.randn(100, 64, 14, 14), torch.randn(64), torch.randn(100, 64, 14, 14)
+        _, mean, invstd = torch.ops.aten.native_batch_norm(x, w, None, None, None, True, 0.1, 1e-5)
+        return (lambda: torch.ops.aten.native_batch_norm_backward(g, x, w, None, None, mean, invstd, True, 1e-5,
+                                                                  [True, True, True])), 3 * x.numel() * 4, None
+
     def im2col():
         x = torch.randn(64, 32, 14, 14)
         return (lambda: torch.nn.functional.unfold(x, 3, padding=1)), 9 * x.numel() * 4, None
@@ -101,6 +112,8 @@ def workloads():
     yield "ReluBackward", False, relu_backward
     yield "ReluBackwardInPlace", False, relu_backward_in_place
     yield "MulThenSum", False, mul_then_sum
+    yield "BatchNorm", False, batch_norm
+    yield "BatchNormBackward", False, batch_norm_backward
     yield "Im2col", False, im2col
     yield "Col2im", False, col2im
     yield "Conv2d", False, conv2d

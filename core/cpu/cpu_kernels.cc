@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu/accumulate.h"
+#include "core/cpu/batch_norm.h"
 #include "core/cpu/strided_loop.h"
 #include "core/cpu/winograd.h"
 #include "core/kernels.h"
@@ -18,13 +20,11 @@
 namespace distgrad::kernels {
 namespace {
 
+using cpu::accumulate_run;
+using cpu::AccumulateType;
 using cpu::map_binary;
 using cpu::map_unary;
 using cpu::StridedLoop;
-
-// Float32 sums accumulate in float64; other types in themselves.
-template <typename T>
-using AccumulateType = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
 template <typename T>
 bool is_nan(T value) {
@@ -207,25 +207,6 @@ void where(const Tensor& out, const Tensor& condition, const Tensor& a, const Te
           }
         });
   });
-}
-
-// Sum or product of the run element(0), ..., element(count - 1) with several accumulators (the
-// order is fixed, so results do not depend on the thread count).
-template <typename T, typename Element>
-AccumulateType<T> accumulate_run(ReduceOp op, Element element, int64_t count) {
-  using Acc = AccumulateType<T>;
-  const Acc identity = op == ReduceOp::kSum ? Acc(0) : Acc(1);
-  Acc lanes[8] = {identity, identity, identity, identity, identity, identity, identity, identity};
-  int64_t j = 0;
-  for (; j + 8 <= count; j += 8) {
-    for (int lane = 0; lane < 8; ++lane) {
-      lanes[lane] = op == ReduceOp::kSum ? lanes[lane] + Acc(element(j + lane)) : lanes[lane] * Acc(element(j + lane));
-    }
-  }
-  Acc result = identity;
-  for (int lane = 0; lane < 8; ++lane) result = op == ReduceOp::kSum ? result + lanes[lane] : result * lanes[lane];
-  for (; j < count; ++j) result = op == ReduceOp::kSum ? result + Acc(element(j)) : result * Acc(element(j));
-  return result;
 }
 
 // out[o, i] = the reduction over r of element((o * reduced + r) * inner + i), element(k) being the
@@ -910,6 +891,9 @@ const DeviceKernels& cpu_kernels() {
       .winograd_input_tiles_adjoint = cpu_winograd::input_tiles_adjoint,
       .winograd_output_tiles = cpu_winograd::output_tiles,
       .winograd_output_grad_tiles = cpu_winograd::output_grad_tiles,
+      .batch_norm = cpu_batch_norm::forward,
+      .batch_norm_backward = cpu_batch_norm::backward,
+      .batch_norm_double_backward = cpu_batch_norm::double_backward,
   };
   return table;
 }

@@ -73,6 +73,10 @@ std::vector<OpCase> all_cases() {
       {"sigmoid", {{4}}, [](In x) { return one(sigmoid(x[0])); }},
       {"relu", {{6}}, [](In x) { return one(relu(x[0])); }, D::kAwayFromZero},
       {"relu_reusing_its_gradient", {{6}}, [](In x) { return one(relu(x[0]) * 2.0); }, D::kAwayFromZero},
+      // Batch normalisation with the batch's statistics, fused on the CPU (composed on CUDA).
+      {"batch_norm", {{3, 2, 2, 3}, {2}, {2}}, [](In x) { return one(batch_norm(x[0], x[1], x[2], 1e-5).output); }},
+      {"batch_norm_without_affine", {{5, 3}}, [](In x) { return one(batch_norm(x[0], {}, {}, 1e-5).output); }},
+      {"batch_norm_weight_only", {{2, 3, 4}, {3}}, [](In x) { return one(batch_norm(x[0], x[1], {}, 1e-5).output); }},
       {"gelu", {{6}}, [](In x) { return one(gelu(x[0])); }},
       {"erf", {{6}}, [](In x) { return one(erf(x[0])); }},
       {"clamp", {{6}}, [](In x) { return one(clamp(x[0], -0.5, 0.7)); }, D::kAwayFromZero},

@@ -61,6 +61,39 @@ TEST(HigherOrder, ThirdOrderGradcheckThroughAConvolution) {
   EXPECT_TRUE(autograd::gradgradcheck(first_derivative, {weight}));
 }
 
+// Batch normalisation's second-order gradients: the fused kernel's (nothing recorded) are those of
+// the differentiable composition that runs when they are recorded, and that one's derivatives
+// (the third order) match finite differences.
+Tensor batch_norm_loss(const TensorList& p) { return sum(pow(tanh(batch_norm(p[0], p[1], p[2], 1e-5).output), 2.0)); }
+
+TEST(HigherOrder, BatchNormSecondOrderIsTheSameRecordedOrNot) {
+  manual_seed(5);
+  TensorList p = {randn({3, 2, 2, 2}, {.dtype = kFloat64}), randn({2}, {.dtype = kFloat64}),
+                  randn({2}, {.dtype = kFloat64})};
+  for (const Tensor& t : p) t.requires_grad_();
+  const TensorList first = autograd::grad({batch_norm_loss(p)}, p, {}, true, /*create_graph=*/true);
+  const Tensor mixed = sum(first[0] * first[0]) + sum(first[1] * first[2]);
+  const TensorList fused = autograd::grad({mixed}, p, {}, true, /*create_graph=*/false);
+  const TensorList recorded = autograd::grad({mixed}, p, {}, true, /*create_graph=*/true);
+  for (size_t i = 0; i < p.size(); ++i) {
+    ASSERT_TRUE(recorded[i].requires_grad());
+    const std::vector<double> a = fused[i].to_vector<double>(), b = recorded[i].to_vector<double>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-10 * (1 + std::abs(b[k]))) << i << ", " << k;
+  }
+}
+
+TEST(HigherOrder, ThirdOrderGradcheckThroughBatchNorm) {
+  manual_seed(6);
+  TensorList p = {randn({3, 2, 2, 2}, {.dtype = kFloat64}), randn({2}, {.dtype = kFloat64}),
+                  randn({2}, {.dtype = kFloat64})};
+  for (const Tensor& t : p) t.requires_grad_();
+  const auto first_derivative = [](const TensorList& q) {
+    return autograd::grad({batch_norm_loss(q)}, q, {}, true, /*create_graph=*/true);
+  };
+  EXPECT_TRUE(autograd::gradgradcheck(first_derivative, p));
+}
+
 // A 1-8-1 tanh MLP as a list of parameters [w1, b1, w2, b2].
 Tensor mlp(const TensorList& p, const Tensor& x) { return addmm(p[3], tanh(addmm(p[1], x, p[0])), p[2]); }
 
