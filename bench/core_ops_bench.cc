@@ -140,8 +140,8 @@ void BM_SumOfProduct(benchmark::State& state) {
 }
 BENCHMARK(BM_SumOfProduct)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// Training-mode batch normalisation on the same shape (fused: one channel at a time), its backward
-// and the backward of that (second-order MAML's outer backward runs both).
+// Training-mode batch normalisation on the same shape (fused, core/batch_norm.h), its backward and
+// the backward of that (second-order MAML's outer backward runs both).
 void BM_BatchNorm(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), b = dg::randn({64});
   for (auto _ : state) benchmark::DoNotOptimize(ops::batch_norm(x, w, b, 1e-5));
@@ -149,13 +149,23 @@ void BM_BatchNorm(benchmark::State& state) {
 }
 BENCHMARK(BM_BatchNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void BM_BatchNormBackward(benchmark::State& state) {
+// Each call gets a fresh output gradient, copied in (as autograd hands one over): the in-place
+// backward (Note [Reused gradients]) would otherwise feed on its own results.
+void batch_norm_backward_bench(benchmark::State& state, bool in_place) {
   const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), g = dg::randn(kBatchNormInput);
   const ops::BatchNormOutputs forward = ops::batch_norm(x, w, {}, 1e-5);
-  for (auto _ : state) benchmark::DoNotOptimize(ops::batch_norm_backward(g, x, w, forward.mean, forward.invstd));
-  state.SetBytesProcessed(state.iterations() * 3 * x.numel() * sizeof(float));
+  const dg::Tensor fresh = dg::empty_like(g);
+  for (auto _ : state) {
+    ops::copy_(fresh, g);
+    benchmark::DoNotOptimize(in_place ? ops::batch_norm_backward_(fresh, x, w, forward.mean, forward.invstd)
+                                      : ops::batch_norm_backward(fresh, x, w, forward.mean, forward.invstd));
+  }
+  state.SetBytesProcessed(state.iterations() * 4 * x.numel() * sizeof(float));
 }
+void BM_BatchNormBackward(benchmark::State& state) { batch_norm_backward_bench(state, false); }
 BENCHMARK(BM_BatchNormBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
+void BM_BatchNormBackwardInPlace(benchmark::State& state) { batch_norm_backward_bench(state, true); }
+BENCHMARK(BM_BatchNormBackwardInPlace)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_BatchNormDoubleBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), g = dg::randn(kBatchNormInput);

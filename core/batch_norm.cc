@@ -97,22 +97,41 @@ BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Ten
   return result;
 }
 
-BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                   const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed) {
-  const char* op = "batch_norm_backward";
+namespace {
+
+// batch_norm_backward's gradients into `grad_input` when it is defined (grad_output itself, for
+// batch_norm_backward_), else into fresh tensors.
+BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed,
+                            const Tensor& grad_input) {
   check_backward_arguments(op, grad_output, input, weight, mean, invstd);
   const kernels::DeviceKernels& device = fused_kernels(op, input);
   const Tensor x = contiguous(input);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
   const int64_t channels = x.size(1);
   BatchNormGrads grads;
-  if (needed.input) grads.input = empty(x.sizes(), like_x);
+  if (needed.input) grads.input = grad_input.defined() ? grad_input : empty(x.sizes(), like_x);
   if (needed.weight && weight.defined()) grads.weight = empty({channels}, like_x);
   if (needed.bias) grads.bias = empty({channels}, like_x);
   if (!grads.input.defined() && !grads.weight.defined() && !grads.bias.defined()) return grads;
   device.batch_norm_backward(layout_of(x), grads.input, grads.weight, grads.bias, contiguous(grad_output), x,
                              contiguous_or_undefined(weight), contiguous(mean), contiguous(invstd));
   return grads;
+}
+
+}  // namespace
+
+BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed) {
+  return run_backward("batch_norm_backward", grad_output, input, weight, mean, invstd, needed, Tensor());
+}
+
+BatchNormGrads batch_norm_backward_(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                    const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed) {
+  DISTGRAD_CHECK(grad_output.defined() && grad_output.is_contiguous(),
+                 "batch_norm_backward_: expected a contiguous grad_output to write the input's gradient into");
+  detail::check_writable("batch_norm_backward_", grad_output);
+  return run_backward("batch_norm_backward_", grad_output, input, weight, mean, invstd, needed, grad_output);
 }
 
 BatchNormDoubleGrads batch_norm_double_backward(const Tensor& gg_input, const Tensor& gg_weight, const Tensor& gg_bias,

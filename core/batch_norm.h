@@ -34,6 +34,11 @@ struct BatchNormGrads {
 // batch_norm's gradients from the output's `grad_output`, with the mean and invstd it returned.
 BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                    const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed = {});
+// The same with the input's gradient written into grad_output (contiguous), which it returns as
+// grads.input when needed.input: autograd's backward when nothing else holds the output's gradient
+// (Note [Reused gradients] in autograd/function.h).
+BatchNormGrads batch_norm_backward_(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                    const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed = {});
 
 struct BatchNormDoubleGradsNeeded {
   bool grad_output = true, input = true, weight = true;

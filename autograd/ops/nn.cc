@@ -89,9 +89,13 @@ ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, cons
   ops::BatchNormOutputs result = ops::batch_norm(input, weight, bias, eps);  // checks every argument
   if (auto node =
           record("BatchNormBackward", {&input, &weight, &bias}, {&result.output}, [eps](const BackwardContext& ctx) {
+            const Tensor &input = ctx.saved[0], &weight = ctx.saved[1], &mean = ctx.saved[2], &invstd = ctx.saved[3];
+            const ops::BatchNormGradsNeeded needed{.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)};
+            const Tensor reusable = ctx.take_reusable_grad(0);
             const ops::BatchNormGrads grads =
-                distgrad::batch_norm_backward(ctx.grads[0], ctx.saved[0], ctx.saved[1], ctx.saved[2], ctx.saved[3], eps,
-                                              {.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)});
+                reusable.defined()
+                    ? ops::batch_norm_backward_(reusable, input, weight, mean, invstd, needed)
+                    : distgrad::batch_norm_backward(ctx.grads[0], input, weight, mean, invstd, eps, needed);
             return TensorList{grads.input, grads.weight, grads.bias};
           })) {
     node->save(input);

@@ -126,6 +126,24 @@ TEST(BatchNorm, MatchesPlainLoopsWithEveryGradient) {
   }
 }
 
+TEST(BatchNorm, BackwardInPlaceWritesTheSameIntoTheOutputsGradient) {
+  manual_seed(14);
+  for (const Shape& sizes : {Shape{4, 3, 5}, Shape{16, 8, 32, 32}}) {
+    const Tensor x = random_of(sizes), g = random_of(sizes), w = random_of({sizes[1]});
+    const ops::BatchNormOutputs out = ops::batch_norm(x, w, {}, 1e-5);
+    const ops::BatchNormGrads expected = ops::batch_norm_backward(g, x, w, out.mean, out.invstd);
+    const ops::BatchNormGrads in_place = ops::batch_norm_backward_(g, x, w, out.mean, out.invstd);
+    EXPECT_TRUE(in_place.input.is_same(g));
+    EXPECT_EQ(values(g), values(expected.input));
+    EXPECT_EQ(values(in_place.weight), values(expected.weight));
+    EXPECT_EQ(values(in_place.bias), values(expected.bias));
+  }
+  const Tensor x = random_of({4, 3}), w = random_of({3});
+  const ops::BatchNormOutputs out = ops::batch_norm(x, w, {}, 1e-5);
+  EXPECT_ERROR_CONTAINS(ops::batch_norm_backward_(ops::t(random_of({3, 4})), x, w, out.mean, out.invstd),
+                        "batch_norm_backward_: expected a contiguous grad_output");
+}
+
 TEST(BatchNorm, UndefinedWeightBiasAndGradientsReadAsOnesAndZeros) {
   manual_seed(12);
   const Shape sizes{4, 3, 5};
