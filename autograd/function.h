@@ -27,7 +27,7 @@
 // engine itself adds a second gradient arriving at a slot into the first on the same terms, as
 // PyTorch's InputBuffer does (or the first into the second, when only that one is free). A
 // backward pass so skips a fresh buffer per elementwise op and the memory traffic of writing one
-// (ReLU's mask, the products of BatchNorm's scale): in place, ReLU's backward on the CNN's first
+// (ReLU's mask, BatchNorm's input gradient): in place, ReLU's backward on the CNN's first
 // activation takes half the time (bench/core_ops_bench, BM_ReluBackwardInPlace). With
 // create_graph nothing is reused: the in-place kernels record no history.
 //
