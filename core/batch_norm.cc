@@ -13,11 +13,11 @@ namespace {
 // Composed of elementwise ops and reductions, a training-mode BatchNorm makes four passes over its
 // input for the statistics and output, and its backward about ten more, each out of cache and with
 // a tensor of the input's size to allocate; second-order MAML keeps and replays every inner step's.
-// The fused kernels take one channel at a time, whose values (N runs of H * W) stay in cache:
-// two passes for the mean and variance (the variance from the centred values, as PyTorch's CPU
-// kernel takes it, not from the sum of squares) and one for the output; in backward, one for the
-// sums and one for the gradients. With M values per channel, xhat = (x - mean) * invstd, g the
-// output's gradient, gc = g - mean(g), r = mean(g * xhat) and a = weight * invstd:
+// The fused kernels make two passes for the mean and variance (the variance from the centred
+// values, as PyTorch's CPU kernel takes it, not from the sum of squares) and one for the output;
+// in backward, one for the sums and one for the gradients. On the CPU each pass reads a block of
+// channels image by image, in memory order (core/cpu/batch_norm.cc). With M values per channel, xhat = (x - mean) *
+// invstd, g the output's gradient, gc = g - mean(g), r = mean(g * xhat) and a = weight * invstd:
 //   grad_bias = M mean(g),  grad_weight = M r,  grad_input = a * (gc - xhat * r).
 // batch_norm_double_backward differentiates these three w.r.t. g, x and weight (mean and invstd
 // depend on x): with gg_* the gradients arriving for them, ggc = gg_input - mean(gg_input),
@@ -75,30 +75,6 @@ void check_backward_arguments(const char* op, const Tensor& grad_output, const T
   check_per_channel(op, "invstd", invstd, input, /*optional=*/false);
 }
 
-}  // namespace
-
-bool has_fused_batch_norm(Device device) { return kernels::kernels_for(device).batch_norm != nullptr; }
-
-BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
-  check_input("batch_norm", input);
-  check_per_channel("batch_norm", "weight", weight, input, /*optional=*/true);
-  check_per_channel("batch_norm", "bias", bias, input, /*optional=*/true);
-  DISTGRAD_CHECK(eps >= 0, "batch_norm: expected a non-negative eps, found ", eps);
-  const kernels::DeviceKernels& device = fused_kernels("batch_norm", input);
-  const Tensor x = contiguous(input);
-  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
-  const int64_t channels = x.size(1);
-  BatchNormOutputs result{.output = empty(x.sizes(), like_x),
-                          .mean = empty({channels}, like_x),
-                          .var = empty({channels}, like_x),
-                          .invstd = empty({channels}, like_x)};
-  device.batch_norm(layout_of(x), result.output, result.mean, result.var, result.invstd, x,
-                    contiguous_or_undefined(weight), contiguous_or_undefined(bias), eps);
-  return result;
-}
-
-namespace {
-
 // batch_norm_backward's gradients into `grad_input` when it is defined (grad_output itself, for
 // batch_norm_backward_), else into fresh tensors.
 BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -120,6 +96,26 @@ BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Ten
 }
 
 }  // namespace
+
+bool has_fused_batch_norm(Device device) { return kernels::kernels_for(device).batch_norm != nullptr; }
+
+BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  check_input("batch_norm", input);
+  check_per_channel("batch_norm", "weight", weight, input, /*optional=*/true);
+  check_per_channel("batch_norm", "bias", bias, input, /*optional=*/true);
+  DISTGRAD_CHECK(eps >= 0, "batch_norm: expected a non-negative eps, found ", eps);
+  const kernels::DeviceKernels& device = fused_kernels("batch_norm", input);
+  const Tensor x = contiguous(input);
+  const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
+  const int64_t channels = x.size(1);
+  BatchNormOutputs result{.output = empty(x.sizes(), like_x),
+                          .mean = empty({channels}, like_x),
+                          .var = empty({channels}, like_x),
+                          .invstd = empty({channels}, like_x)};
+  device.batch_norm(layout_of(x), result.output, result.mean, result.var, result.invstd, x,
+                    contiguous_or_undefined(weight), contiguous_or_undefined(bias), eps);
+  return result;
+}
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                    const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed) {

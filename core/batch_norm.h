@@ -1,5 +1,6 @@
-// Batch normalisation with the batch's own statistics, fused: the statistics, the output and the
-// gradients each in one pass per channel (Note [Fused batch normalisation] in batch_norm.cc).
+// Batch normalisation with the batch's own statistics, fused: the statistics and output, the
+// gradients, and theirs, each in two or three passes over the input (Note [Fused batch
+// normalisation] in batch_norm.cc).
 // Only devices with fused kernels have them (has_fused_batch_norm: the CPU); distgrad::batch_norm
 // (autograd/ops.h) is the differentiable op over them, composed of other ops elsewhere.
 //
