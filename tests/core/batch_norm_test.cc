@@ -15,7 +15,7 @@ namespace {
 
 using testing::values;
 
-// One channel's values of an [N, C, L] tensor held as a vector, and per-channel scalars.
+// Flat positions in an [N, C, L] tensor held as a vector.
 struct Layout {
   int64_t batch, channels, inner;
   int64_t at(int64_t n, int64_t c, int64_t l) const { return (n * channels + c) * inner + l; }
@@ -39,7 +39,7 @@ double channel_sum(const Layout& layout, int64_t c, F f) {
 }
 
 // What ops::batch_norm and its two backwards compute, written out per channel in float64 (the
-// formulas of core/cpu/batch_norm.cc, from xhat = (x - mean) * invstd).
+// formulas of Note [Fused batch normalisation] in core/batch_norm.cc).
 struct Reference {
   std::vector<double> output, mean, var, invstd;
   std::vector<double> grad_input, grad_weight, grad_bias;
