@@ -134,7 +134,7 @@ struct DeviceKernels {
                                  const Window2d& window);
   void (*avg_pool2d)(const Tensor& out, const Tensor& in, const Window2d& window, bool count_include_pad);
   // Winograd F(2 x 2, 3 x 3) for a stride-1 3 x 3 convolution with `window` (Note [Winograd
-  // convolution] in core/nn_ops.cc); all three null where the device has none. Its out_h x out_w
+  // convolution] in core/nn_ops.cc); all six null where the device has none. Its out_h x out_w
   // outputs (out_w at least 7) come in tiles of 2 x 2; tile (ty, tx) reads the 4 x 4 input at
   // row 2 ty - pad_h, column 2 tx - pad_w (padding, and what lies past the input, read as zeros).
   // `tiles` [16, C, batch * tiles per image] (last dim contiguous) gets B^T d B of every input
@@ -153,6 +153,12 @@ struct DeviceKernels {
   // image] (last dim contiguous) gets A g A^T of every 2 x 2 block g of contiguous NCHW
   // `grad_out` [batch, O, out_h, out_w] (outputs past its edge read as zeros).
   void (*winograd_output_grad_tiles)(const Tensor& tiles, const Tensor& grad_out, const Window2d& window);
+  // Contiguous `filters` [16, O, C] gets G g G^T of every 3 x 3 filter g of contiguous `weight`
+  // [O, C, 3, 3], the 16 values of a transform along dim 0; and the adjoint: contiguous
+  // `grad_weight` [O, C, 3, 3] (all of it written) gets G^T dU G of every dU in contiguous
+  // `transformed_grad` [16, O, C].
+  void (*winograd_filters)(const Tensor& filters, const Tensor& weight);
+  void (*winograd_filters_adjoint)(const Tensor& grad_weight, const Tensor& transformed_grad);
   // Batch normalisation with the batch's own statistics (Note [Fused batch normalisation] in
   // core/batch_norm.cc); all three null where the device has none. Per channel c of contiguous
   // `input` (layout), [channels] `mean`, `var` (biased) and `invstd` = 1 / sqrt(var + eps) get its

@@ -8,7 +8,6 @@
 #include "core/elementwise.h"
 #include "core/indexing.h"
 #include "core/kernels.h"
-#include "core/linalg.h"
 #include "core/op_checks.h"
 #include "core/views.h"
 
@@ -182,33 +181,20 @@ bool winograd_applies(const kernels::Window2d& w, int64_t out_channels, Device d
          w.out_w >= kWinogradMinWidth;
 }
 
-// Winograd's G (4 x 3) on `like`'s device and dtype.
-Tensor winograd_g(const Tensor& like) {
-  const std::vector<double> g{1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
-  return to(to(from_vector(g, {4, 3}), like.dtype()), like.device());
-}
-
 // The transforms G g G^T of 3 x 3 filters [O, C, 3, 3] as [16, O, C].
 Tensor winograd_filters(const Tensor& weight) {
-  const int64_t out_channels = weight.size(0), channels = weight.size(1), pairs = out_channels * channels;
-  const Tensor transform = winograd_g(weight);
-  // G g for every pair's kernel: [4, pairs * 3]; then (G g) G^T: [4 (row), O, C, 4 (column)].
-  const Tensor left = matmul(transform, reshape(permute(reshape(weight, {pairs, 3, 3}), {1, 0, 2}), {3, pairs * 3}));
-  const Tensor both =
-      reshape(matmul(reshape(left, {4 * pairs, 3}), transpose(transform, 0, 1)), {4, out_channels, channels, 4});
-  return reshape(contiguous(permute(both, {0, 3, 1, 2})), {16, out_channels, channels});
+  const Tensor filters =
+      empty({16, weight.size(0), weight.size(1)}, {.dtype = weight.dtype(), .device = weight.device()});
+  kernels::kernels_for(weight.device()).winograd_filters(filters, contiguous(weight));
+  return filters;
 }
 
 // The adjoint of winograd_filters: the gradient of the filters [O, C, 3, 3] from
 // that of their transforms [16, O, C], G^T dU G.
 Tensor winograd_filters_grad(const Tensor& transformed_grad, const Shape& weight_sizes) {
-  const int64_t pairs = weight_sizes[0] * weight_sizes[1];
-  const Tensor transform = winograd_g(transformed_grad);
-  // dU G for every pair: [4 (row) * pairs, 3]; then G^T (dU G): [3, pairs, 3].
-  const Tensor by_row = contiguous(permute(reshape(transformed_grad, {4, 4, pairs}), {0, 2, 1}));
-  const Tensor right = matmul(reshape(by_row, {4 * pairs, 4}), transform);
-  const Tensor both = reshape(matmul(transpose(transform, 0, 1), reshape(right, {4, pairs * 3})), {3, pairs, 3});
-  return reshape(contiguous(permute(both, {1, 0, 2})), weight_sizes);
+  const Tensor grad = empty(weight_sizes, {.dtype = transformed_grad.dtype(), .device = transformed_grad.device()});
+  kernels::kernels_for(transformed_grad.device()).winograd_filters_adjoint(grad, contiguous(transformed_grad));
+  return grad;
 }
 
 // Tiles of 2 x 2 outputs per image.

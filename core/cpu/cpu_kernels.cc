@@ -891,6 +891,8 @@ const DeviceKernels& cpu_kernels() {
       .winograd_input_tiles_adjoint = cpu_winograd::input_tiles_adjoint,
       .winograd_output_tiles = cpu_winograd::output_tiles,
       .winograd_output_grad_tiles = cpu_winograd::output_grad_tiles,
+      .winograd_filters = cpu_winograd::filters,
+      .winograd_filters_adjoint = cpu_winograd::filters_adjoint,
       .batch_norm = cpu_batch_norm::forward,
       .batch_norm_backward = cpu_batch_norm::backward,
       .batch_norm_double_backward = cpu_batch_norm::double_backward,

@@ -1,10 +1,10 @@
-// The CPU's Winograd F(2 x 2, 3 x 3) tile transforms: the 4 x 4 input tile d becomes B^T d B and
-// the 4 x 4 product m becomes the 2 x 2 outputs A^T m A, with
-//   B^T = [1  0 -1  0]      A^T = [1  1  1  0]
-//         [0  1  1  0]            [0  1 -1 -1]
-//         [0 -1  1  0]
-//         [0  1  0 -1]
-// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016). Both run one plane
+// The CPU's Winograd F(2 x 2, 3 x 3) transforms: the 4 x 4 input tile d becomes B^T d B, the
+// 4 x 4 product m becomes the 2 x 2 outputs A^T m A and the 3 x 3 filter g becomes G g G^T, with
+//   B^T = [1  0 -1  0]      A^T = [1  1  1  0]      G = [1    0    0  ]
+//         [0  1  1  0]            [0  1 -1 -1]          [1/2  1/2  1/2]
+//         [0 -1  1  0]                                  [1/2 -1/2  1/2]
+//         [0  1  0 -1]                                  [0    0    1  ]
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016). The tiles' run one plane
 // at a time and four neighbouring tiles of a row at a time, as vectors of four (GCC vector
 // extensions): a tile row of the CNN's 14 x 14 planes is 7 tiles, too short for loops over a row
 // to vectorize well. Every row has at least four tiles (the outputs at least 7 wide, kernels.h).
@@ -241,6 +241,21 @@ class SplitPlane {
   std::vector<T> even_, odd_;
 };
 
+// G v of a filter's column or row v (3 values), and the adjoint G^T u of 4 values.
+template <typename T>
+void filter_transform(const T (&v)[3], T (&out)[4]) {
+  out[0] = v[0];
+  out[1] = (v[0] + v[1] + v[2]) * T(0.5);
+  out[2] = (v[0] - v[1] + v[2]) * T(0.5);
+  out[3] = v[2];
+}
+template <typename T>
+void filter_transform_adjoint(const T (&u)[4], T (&out)[3]) {
+  out[0] = u[0] + (u[1] + u[2]) * T(0.5);
+  out[1] = (u[1] - u[2]) * T(0.5);
+  out[2] = (u[1] + u[2]) * T(0.5) + u[3];
+}
+
 }  // namespace
 
 void input_tiles(const Tensor& tiles, const Tensor& in, const Window2d& w) {
@@ -386,6 +401,56 @@ void output_grad_tiles(const Tensor& tiles, const Tensor& grad_out, const Window
         output_grad_group(lines[0], lines[1], first, tile_stride);
       };
     });
+  });
+}
+
+// U = G g G^T of each pair's filter g (rows of weight [O * C, 9]) at filters[4 i + j][pair].
+void filters(const Tensor& filters, const Tensor& weight) {
+  dispatch_floating(weight.dtype(), "winograd_filters", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(weight.data_ptr());
+    T* dst = static_cast<T*>(filters.data_ptr());
+    const int64_t pairs = weight.size(0) * weight.size(1);
+#pragma omp parallel for if (16 * pairs >= cpu::kParallelGrain)
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      const T* g = src + 9 * pair;
+      T left[4][3];  // G g
+      for (int b = 0; b < 3; ++b) {
+        T column[4];
+        filter_transform({g[b], g[3 + b], g[6 + b]}, column);
+        for (int i = 0; i < 4; ++i) left[i][b] = column[i];
+      }
+      for (int i = 0; i < 4; ++i) {  // row i of (G g) G^T
+        T row[4];
+        filter_transform(left[i], row);
+        for (int j = 0; j < 4; ++j) dst[(4 * i + j) * pairs + pair] = row[j];
+      }
+    }
+  });
+}
+
+// dg = G^T dU G of each pair's transform gradient dU (transformed_grad[4 i + j][pair]).
+void filters_adjoint(const Tensor& grad_weight, const Tensor& transformed_grad) {
+  dispatch_floating(grad_weight.dtype(), "winograd_filters_adjoint", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(transformed_grad.data_ptr());
+    T* dst = static_cast<T*>(grad_weight.data_ptr());
+    const int64_t pairs = grad_weight.size(0) * grad_weight.size(1);
+#pragma omp parallel for if (16 * pairs >= cpu::kParallelGrain)
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      T right[4][3];  // dU G
+      for (int i = 0; i < 4; ++i) {
+        filter_transform_adjoint({src[(4 * i) * pairs + pair], src[(4 * i + 1) * pairs + pair],
+                                  src[(4 * i + 2) * pairs + pair], src[(4 * i + 3) * pairs + pair]},
+                                 right[i]);
+      }
+      T* g = dst + 9 * pair;
+      for (int b = 0; b < 3; ++b) {  // column b of G^T (dU G)
+        T column[3];
+        filter_transform_adjoint({right[0][b], right[1][b], right[2][b], right[3][b]}, column);
+        for (int a = 0; a < 3; ++a) g[3 * a + b] = column[a];
+      }
+    }
   });
 }
 

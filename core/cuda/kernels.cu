@@ -1147,6 +1147,8 @@ const DeviceKernels& kernels() {
       .winograd_input_tiles_adjoint = nullptr,
       .winograd_output_tiles = nullptr,
       .winograd_output_grad_tiles = nullptr,
+      .winograd_filters = nullptr,
+      .winograd_filters_adjoint = nullptr,
       .batch_norm = nullptr,  // distgrad::batch_norm composes it of differentiable ops
       .batch_norm_backward = nullptr,
       .batch_norm_double_backward = nullptr,
