@@ -16,8 +16,9 @@ namespace {
 // The fused kernels make two passes for the mean and variance (the variance from the centred
 // values, as PyTorch's CPU kernel takes it, not from the sum of squares) and one for the output;
 // in backward, one for the sums and one for the gradients. On the CPU each pass reads a block of
-// channels image by image, in memory order (core/cpu/batch_norm.cc). With M values per channel, xhat = (x - mean) *
-// invstd, g the output's gradient, gc = g - mean(g), r = mean(g * xhat) and a = weight * invstd:
+// channels image by image, in memory order (core/cpu/batch_norm.cc). With M values per channel,
+// xhat = (x - mean) * invstd, g the output's gradient, gc = g - mean(g), r = mean(g * xhat) and
+// a = weight * invstd:
 //   grad_bias = M mean(g),  grad_weight = M r,  grad_input = a * (gc - xhat * r).
 // batch_norm_double_backward differentiates these three w.r.t. g, x and weight (mean and invstd
 // depend on x): with gg_* the gradients arriving for them, ggc = gg_input - mean(gg_input),

@@ -4,10 +4,11 @@
 //         [0  1  1  0]            [0  1 -1 -1]          [1/2  1/2  1/2]
 //         [0 -1  1  0]                                  [1/2 -1/2  1/2]
 //         [0  1  0 -1]                                  [0    0    1  ]
-// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016). The tiles' run one plane
-// at a time and four neighbouring tiles of a row at a time, as vectors of four (GCC vector
-// extensions): a tile row of the CNN's 14 x 14 planes is 7 tiles, too short for loops over a row
-// to vectorize well. Every row has at least four tiles (the outputs at least 7 wide, kernels.h).
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016). The tile transforms
+// run one plane at a time and four neighbouring tiles of a row at a time, as vectors of four (GCC
+// vector extensions): a tile row of the CNN's 14 x 14 planes is 7 tiles, too short for loops over
+// a row to vectorize well. Every row has at least four tiles (the outputs at least 7 wide,
+// kernels.h). The filter transforms go one pair of channels at a time.
 #include "core/cpu/winograd.h"
 
 #include <omp.h>

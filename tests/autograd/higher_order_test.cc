@@ -66,11 +66,17 @@ TEST(HigherOrder, ThirdOrderGradcheckThroughAConvolution) {
 // (the third order) match finite differences.
 Tensor batch_norm_loss(const TensorList& p) { return sum(pow(tanh(batch_norm(p[0], p[1], p[2], 1e-5).output), 2.0)); }
 
-TEST(HigherOrder, BatchNormSecondOrderIsTheSameRecordedOrNot) {
-  manual_seed(5);
+// Random float64 input [3, 2, 2, 2], weight and bias, requiring grad.
+TensorList batch_norm_parameters() {
   TensorList p = {randn({3, 2, 2, 2}, {.dtype = kFloat64}), randn({2}, {.dtype = kFloat64}),
                   randn({2}, {.dtype = kFloat64})};
   for (const Tensor& t : p) t.requires_grad_();
+  return p;
+}
+
+TEST(HigherOrder, BatchNormSecondOrderIsTheSameRecordedOrNot) {
+  manual_seed(5);
+  const TensorList p = batch_norm_parameters();
   const TensorList first = autograd::grad({batch_norm_loss(p)}, p, {}, true, /*create_graph=*/true);
   const Tensor mixed = sum(first[0] * first[0]) + sum(first[1] * first[2]);
   const TensorList fused = autograd::grad({mixed}, p, {}, true, /*create_graph=*/false);
@@ -85,9 +91,7 @@ TEST(HigherOrder, BatchNormSecondOrderIsTheSameRecordedOrNot) {
 
 TEST(HigherOrder, ThirdOrderGradcheckThroughBatchNorm) {
   manual_seed(6);
-  TensorList p = {randn({3, 2, 2, 2}, {.dtype = kFloat64}), randn({2}, {.dtype = kFloat64}),
-                  randn({2}, {.dtype = kFloat64})};
-  for (const Tensor& t : p) t.requires_grad_();
+  const TensorList p = batch_norm_parameters();
   const auto first_derivative = [](const TensorList& q) {
     return autograd::grad({batch_norm_loss(q)}, q, {}, true, /*create_graph=*/true);
   };
