@@ -60,6 +60,15 @@ void check_per_channel(const char* op, const char* what, const Tensor& tensor, c
                  shape_str(tensor.sizes()));
 }
 
+// `tensor` (named `what`) is undefined where `optional`, or of input's shape, dtype and device.
+void check_input_shaped(const char* op, const char* what, const Tensor& tensor, const Tensor& input, bool optional) {
+  if (optional && !tensor.defined()) return;
+  DISTGRAD_CHECK(tensor.defined(), op, ": expected a defined ", what);
+  detail::check_same_dtype_and_device(op, input, tensor);
+  DISTGRAD_CHECK(tensor.sizes() == input.sizes(), op, ": expected ", what, " of the input's shape ",
+                 shape_str(input.sizes()), ", found ", shape_str(tensor.sizes()));
+}
+
 Tensor contiguous_or_undefined(const Tensor& tensor) { return tensor.defined() ? contiguous(tensor) : tensor; }
 
 // The arguments the gradients of batch_norm(input, weight, ...) take: its output's gradient and
@@ -67,10 +76,7 @@ Tensor contiguous_or_undefined(const Tensor& tensor) { return tensor.defined() ?
 void check_backward_arguments(const char* op, const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                               const Tensor& mean, const Tensor& invstd) {
   check_input(op, input);
-  DISTGRAD_CHECK(grad_output.defined(), op, ": expected a defined grad_output");
-  detail::check_same_dtype_and_device(op, input, grad_output);
-  DISTGRAD_CHECK(grad_output.sizes() == input.sizes(), op, ": expected grad_output of the input's shape ",
-                 shape_str(input.sizes()), ", found ", shape_str(grad_output.sizes()));
+  check_input_shaped(op, "grad_output", grad_output, input, /*optional=*/false);
   check_per_channel(op, "weight", weight, input, /*optional=*/true);
   check_per_channel(op, "mean", mean, input, /*optional=*/false);
   check_per_channel(op, "invstd", invstd, input, /*optional=*/false);
@@ -137,11 +143,7 @@ BatchNormDoubleGrads batch_norm_double_backward(const Tensor& gg_input, const Te
                                                 const BatchNormDoubleGradsNeeded& needed) {
   const char* op = "batch_norm_double_backward";
   check_backward_arguments(op, grad_output, input, weight, mean, invstd);
-  if (gg_input.defined()) {
-    detail::check_same_dtype_and_device(op, input, gg_input);
-    DISTGRAD_CHECK(gg_input.sizes() == input.sizes(), op, ": expected gg_input of the input's shape ",
-                   shape_str(input.sizes()), ", found ", shape_str(gg_input.sizes()));
-  }
+  check_input_shaped(op, "gg_input", gg_input, input, /*optional=*/true);
   check_per_channel(op, "gg_weight", gg_weight, input, /*optional=*/true);
   check_per_channel(op, "gg_bias", gg_bias, input, /*optional=*/true);
   const kernels::DeviceKernels& device = fused_kernels(op, input);

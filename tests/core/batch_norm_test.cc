@@ -199,6 +199,10 @@ TEST(BatchNorm, RejectsWhatItCannotNormalise) {
   const ops::BatchNormOutputs out = ops::batch_norm(x, w, {}, 1e-5);
   EXPECT_ERROR_CONTAINS(ops::batch_norm_backward(random_of({4, 2}), x, w, out.mean, out.invstd),
                         "batch_norm_backward: expected grad_output of the input's shape [4, 3], found [4, 2]");
+  EXPECT_ERROR_CONTAINS(ops::batch_norm_backward({}, x, w, out.mean, out.invstd),
+                        "batch_norm_backward: expected a defined grad_output");
+  EXPECT_ERROR_CONTAINS(ops::batch_norm_backward(ops::to(random_of({4, 3}), kFloat32), x, w, out.mean, out.invstd),
+                        "batch_norm_backward", "float32");
   EXPECT_ERROR_CONTAINS(ops::batch_norm_backward(random_of({4, 3}), x, w, {}, out.invstd),
                         "batch_norm_backward: expected a defined mean");
   EXPECT_ERROR_CONTAINS(ops::batch_norm_backward(random_of({4, 3}), x, w, out.mean, random_of({2})),
