@@ -133,7 +133,6 @@ BatchNormGrads batch_norm_backward_(const Tensor& grad_output, const Tensor& inp
                                     const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed) {
   DISTGRAD_CHECK(grad_output.defined() && grad_output.is_contiguous(),
                  "batch_norm_backward_: expected a contiguous grad_output to write the input's gradient into");
-  detail::check_writable("batch_norm_backward_", grad_output);
   return run_backward("batch_norm_backward_", grad_output, input, weight, mean, invstd, needed, grad_output);
 }
 
