@@ -41,7 +41,9 @@ constexpr size_t kMaxKeysInMessage = 16;
 // Characters of a key or value quoted in an error message.
 constexpr size_t kMaxQuotedChars = 120;
 
-std::string quoted(std::string_view text) {
+// `text` in quotes, cut at kMaxQuotedChars. Not named `quoted`: std::quoted, found by
+// argument-dependent lookup for a std::string, would win where <iomanip> is included (GCC 13).
+std::string quoted_excerpt(std::string_view text) {
   if (text.size() <= kMaxQuotedChars) return detail::str_cat("\"", text, "\"");
   return detail::str_cat("\"", text.substr(0, kMaxQuotedChars), "...\" (", text.size(), " bytes)");
 }
@@ -56,7 +58,7 @@ std::string describe_keys(const Keys& keys) {
       text += detail::str_cat(" and ", keys.size() - shown, " more");
       break;
     }
-    text += (shown++ == 0 ? "" : ", ") + quoted(key);
+    text += (shown++ == 0 ? "" : ", ") + quoted_excerpt(key);
   }
   return text;
 }
@@ -120,7 +122,8 @@ class StoreService final : public wire::Store::Service {
       if (shutting_down_) return shutting_down_status();
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
       return {grpc::StatusCode::DEADLINE_EXCEEDED,
-              detail::str_cat("key ", quoted(request->key()), " was not set within ", request->timeout_ms(), " ms")};
+              detail::str_cat("key ", quoted_excerpt(request->key()), " was not set within ", request->timeout_ms(),
+                              " ms")};
     }
     response->set_value(data_.at(request->key()));
     return grpc::Status::OK;
@@ -145,15 +148,17 @@ class StoreService final : public wire::Store::Service {
     if (auto it = data_.find(request->key()); it != data_.end()) {
       std::optional<int64_t> parsed = parse_int64(it->second);
       if (!parsed) {
-        return {grpc::StatusCode::FAILED_PRECONDITION, detail::str_cat("the value at key ", quoted(request->key()),
-                                                                       " is not an integer: ", quoted(it->second))};
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                detail::str_cat("the value at key ", quoted_excerpt(request->key()),
+                                " is not an integer: ", quoted_excerpt(it->second))};
       }
       current = *parsed;
     }
     int64_t sum = 0;
     if (__builtin_add_overflow(current, request->amount(), &sum)) {
-      return {grpc::StatusCode::OUT_OF_RANGE, detail::str_cat("adding ", request->amount(), " to key ",
-                                                              quoted(request->key()), " (", current, ") overflows")};
+      return {grpc::StatusCode::OUT_OF_RANGE,
+              detail::str_cat("adding ", request->amount(), " to key ", quoted_excerpt(request->key()), " (", current,
+                              ") overflows")};
     }
     data_.insert_or_assign(request->key(), std::to_string(sum));
     key_set_.SignalAll();
@@ -374,7 +379,7 @@ void StoreClient::set(const std::string& key, const std::string& value) {
   request.set_value(value);
   wire::SetResponse response;
   grpc::Status status = impl_->stub->Set(impl_->context(impl_->timeout).get(), request, &response);
-  if (!status.ok()) impl_->fail(status, "setting key " + quoted(key), impl_->timeout);
+  if (!status.ok()) impl_->fail(status, "setting key " + quoted_excerpt(key), impl_->timeout);
 }
 
 std::string StoreClient::get(const std::string& key) { return get(key, impl_->timeout); }
@@ -386,7 +391,7 @@ std::string StoreClient::get(const std::string& key, milliseconds timeout) {
   request.set_timeout_ms(Impl::wait_ms(timeout));
   wire::GetResponse response;
   grpc::Status status = impl_->stub->Get(impl_->context(Impl::wait_call_timeout(timeout)).get(), request, &response);
-  if (!status.ok()) impl_->fail(status, "waiting for key " + quoted(key), timeout);
+  if (!status.ok()) impl_->fail(status, "waiting for key " + quoted_excerpt(key), timeout);
   return std::move(*response.mutable_value());
 }
 
@@ -418,7 +423,8 @@ int64_t StoreClient::add(const std::string& key, int64_t amount) {
   request.set_amount(amount);
   wire::AddResponse response;
   grpc::Status status = impl_->stub->Add(impl_->context(impl_->timeout).get(), request, &response);
-  if (!status.ok()) impl_->fail(status, detail::str_cat("adding ", amount, " to key ", quoted(key)), impl_->timeout);
+  if (!status.ok())
+    impl_->fail(status, detail::str_cat("adding ", amount, " to key ", quoted_excerpt(key)), impl_->timeout);
   return response.value();
 }
 
@@ -429,7 +435,7 @@ std::string StoreClient::compare_set(const std::string& key, const std::string& 
   request.set_desired_value(desired);
   wire::CompareSetResponse response;
   grpc::Status status = impl_->stub->CompareSet(impl_->context(impl_->timeout).get(), request, &response);
-  if (!status.ok()) impl_->fail(status, "comparing and setting key " + quoted(key), impl_->timeout);
+  if (!status.ok()) impl_->fail(status, "comparing and setting key " + quoted_excerpt(key), impl_->timeout);
   return std::move(*response.mutable_value());
 }
 
@@ -438,7 +444,7 @@ bool StoreClient::delete_key(const std::string& key) {
   request.set_key(key);
   wire::DeleteResponse response;
   grpc::Status status = impl_->stub->Delete(impl_->context(impl_->timeout).get(), request, &response);
-  if (!status.ok()) impl_->fail(status, "deleting key " + quoted(key), impl_->timeout);
+  if (!status.ok()) impl_->fail(status, "deleting key " + quoted_excerpt(key), impl_->timeout);
   return response.deleted();
 }
 

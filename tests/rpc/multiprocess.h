@@ -12,7 +12,7 @@
 // DISTGRAD_INSECURE, ...) are removed from the children's environment first, so a test says
 // every setting it relies on. The fast paths' variables (DISTGRAD_GRPC_ONLY, DISTGRAD_SAME_HOST,
 // DISTGRAD_SHM, DISTGRAD_SHM_THRESHOLD, DISTGRAD_SOCKET_CALLS) are kept: ctest runs the
-// multi-process suites with each set of paths through them.
+// multi-process suites with each set of paths through them; so is DISTGRAD_FASHION_MNIST_DIR.
 //
 //   std::vector<ProcessResult> results = run_world(kWorker, {"codecs"}, 2);
 //   for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << result;
