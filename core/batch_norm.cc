@@ -40,8 +40,7 @@ kernels::BatchNormLayout layout_of(const Tensor& input) {
 
 const kernels::DeviceKernels& fused_kernels(const char* op, const Tensor& input) {
   const kernels::DeviceKernels& device = kernels::kernels_for(input.device());
-  DISTGRAD_CHECK(device.batch_norm != nullptr, op, ": no fused batch-norm kernels on ", input.device(),
-                 " (distgrad::batch_norm composes batch normalisation of other ops there)");
+  DISTGRAD_CHECK(device.batch_norm != nullptr, op, ": the backend of ", input.device(), " has no batch-norm kernels");
   return device;
 }
 
@@ -103,8 +102,6 @@ BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Ten
 }
 
 }  // namespace
-
-bool has_fused_batch_norm(Device device) { return kernels::kernels_for(device).batch_norm != nullptr; }
 
 BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
   check_input("batch_norm", input);

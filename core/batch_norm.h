@@ -1,8 +1,8 @@
 // Batch normalisation with the batch's own statistics, fused: the statistics and output, the
 // gradients, and theirs, each in two or three passes over the input (Note [Fused batch
 // normalisation] in batch_norm.cc).
-// Only devices with fused kernels have them (has_fused_batch_norm: the CPU); distgrad::batch_norm
-// (autograd/ops.h) is the differentiable op over them, composed of other ops elsewhere.
+// Both backends have the kernels (core/cpu/batch_norm.cc, core/cuda/batch_norm.cu);
+// distgrad::batch_norm (autograd/ops.h) is the differentiable op over them.
 //
 //   auto [y, mean, var, invstd] = ops::batch_norm(x, weight, bias, 1e-5);   // x: [N, C, ...]
 //   auto grads = ops::batch_norm_backward(grad_y, x, weight, mean, invstd);
@@ -13,9 +13,6 @@
 #include "core/tensor.h"
 
 namespace distgrad::ops {
-
-// Whether `device` has fused batch-norm kernels (else batch_norm and its backward throw).
-bool has_fused_batch_norm(Device device);
 
 struct BatchNormOutputs {
   Tensor output;

@@ -32,23 +32,6 @@ Shape channel_shape(const Tensor& input) {
   return shape;
 }
 
-// batch_norm composed of differentiable ops, where the device has no fused kernels.
-ops::BatchNormOutputs composed_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
-  DISTGRAD_CHECK(input.dim() >= 2, "batch_norm: expected input of shape [N, C, ...], found ", shape_str(input.sizes()));
-  const Shape dims = statistics_dims(input), per_channel = channel_shape(input);
-  const Tensor mean = distgrad::mean(input, dims, /*keepdim=*/true);
-  const Tensor centered = input - mean;
-  const Tensor var = distgrad::mean(centered * centered, dims, /*keepdim=*/true);
-  const Tensor invstd = rsqrt(var + eps);
-  // x * scale + shift with the per-channel scale = weight * invstd and shift = bias - mean * scale
-  // (as PyTorch's CPU kernel): two full-size ops instead of four.
-  const Tensor scale = weight.defined() ? invstd * reshape(weight, per_channel) : invstd;
-  const Tensor shift = bias.defined() ? reshape(bias, per_channel) - mean * scale : -(mean * scale);
-  const Shape channels = {input.size(1)};
-  return {input * scale + shift, ops::reshape(mean.detach(), channels), ops::reshape(var.detach(), channels),
-          ops::reshape(invstd.detach(), channels)};
-}
-
 // ops::batch_norm_double_backward composed of differentiable ops (the formulas of Note [Fused
 // batch normalisation] in core/batch_norm.cc), the statistics computed again from input, so that
 // the result can be differentiated again: the third order and beyond.
@@ -85,7 +68,6 @@ TensorList batch_norm_double_backward(const Tensor& gg_input, const Tensor& gg_w
 }  // namespace
 
 ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
-  if (!ops::has_fused_batch_norm(input.device())) return composed_batch_norm(input, weight, bias, eps);
   ops::BatchNormOutputs result = ops::batch_norm(input, weight, bias, eps);  // checks every argument
   if (auto node =
           record("BatchNormBackward", {&input, &weight, &bias}, {&result.output}, [eps](const BackwardContext& ctx) {

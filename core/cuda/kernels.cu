@@ -7,7 +7,7 @@
 // each tile of outputs one thread block, split further when the outputs are few (Note [Split
 // reductions]); gemm calls cuBLAS. The scalar semantics (NaN in max/min, integer pow, float32
 // sums in float64, ...) follow the CPU twin in core/cpu/cpu_kernels.cc, which the CUDA tests
-// compare against.
+// compare against. Batch normalisation's fused kernels are in core/cuda/batch_norm.cu.
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -19,7 +19,9 @@
 #include <utility>
 
 #include "core/cuda/backend.h"
+#include "core/cuda/batch_norm.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
 #include "core/kernels.h"
@@ -35,7 +37,6 @@ using distgrad::kernels::ReduceOp;
 using distgrad::kernels::UnaryOp;
 using distgrad::kernels::Window2d;
 
-constexpr int kThreadsPerBlock = 256;
 // Grids stop growing here; every kernel loops over the elements left (grid-stride loops).
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 // The most dims a strided or indexed kernel takes, after merging contiguous dims.
@@ -49,10 +50,6 @@ __device__ int64_t first_work_item() { return int64_t{blockIdx.x} * blockDim.x +
 
 __device__ int64_t work_item_stride() { return int64_t{gridDim.x} * blockDim.x; }
 
-// Float32 sums and products accumulate in float64; other types in themselves (as on the CPU).
-template <typename T>
-using AccumulateType = std::conditional_t<std::is_same_v<T, float>, double, T>;
-
 template <typename T>
 __device__ bool is_nan(T value) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -61,23 +58,6 @@ __device__ bool is_nan(T value) {
     return false;
   }
 }
-
-// Makes `device` current and gives the stream to launch on, for one primitive's scope.
-class DeviceLaunch {
- public:
-  explicit DeviceLaunch(Device device) : stream_(current_stream(cuda_index(device))), guard_(device.index) {}
-
-  cudaStream_t stream() const { return stream_; }
-
- private:
-  static int cuda_index(Device device) {
-    DISTGRAD_CHECK(device.is_cuda(), "CUDA kernel: expected tensors on a CUDA device, found ", device.str());
-    return device.index;
-  }
-
-  cudaStream_t stream_;
-  DeviceGuard guard_;
-};
 
 void check_tensor(const Tensor& tensor, DType expected_dtype, Device device, const char* op, const char* role) {
   DISTGRAD_CHECK(tensor.dtype() == expected_dtype && tensor.device() == device, op, ": expected ", role, " to be a ",
@@ -1149,9 +1129,9 @@ const DeviceKernels& kernels() {
       .winograd_output_grad_tiles = nullptr,
       .winograd_filters = nullptr,
       .winograd_filters_adjoint = nullptr,
-      .batch_norm = nullptr,  // distgrad::batch_norm composes it of differentiable ops
-      .batch_norm_backward = nullptr,
-      .batch_norm_double_backward = nullptr,
+      .batch_norm = batch_norm,  // core/cuda/batch_norm.cu
+      .batch_norm_backward = batch_norm_backward,
+      .batch_norm_double_backward = batch_norm_double_backward,
   };
   return table;
 }

@@ -93,8 +93,6 @@ void expect_near(const std::vector<double>& actual, const std::vector<double>& e
 
 Tensor random_of(const Shape& sizes) { return randn(sizes, {.dtype = kFloat64}); }
 
-TEST(BatchNorm, TheCpuHasFusedKernels) { EXPECT_TRUE(ops::has_fused_batch_norm(Device::cpu())); }
-
 // [N, C], [N, C, L], [N, C, H, W], one large enough to run channels in parallel, one with an
 // offset mean (the variance from centred values stays exact).
 TEST(BatchNorm, MatchesPlainLoopsWithEveryGradient) {

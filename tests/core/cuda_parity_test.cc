@@ -208,6 +208,48 @@ std::vector<ParityCase> all_cases() {
     };
     return std::vector{backward(overlapping), backward(halving)};
   });
+  // Batch normalisation's fused kernels: channels of 540 elements (more than a block's threads,
+  // in runs of 90) with an offset mean, and [N, C] input (runs of one element). Inputs: x, weight,
+  // bias, the output's gradient, and the gradients of the backward's results (gg_*).
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const std::string suffix = dtype == kFloat32 ? "_f32" : "_f64";
+    const Shape image{6, 4, 10, 9}, channels{4};
+    add_case(
+        "batch_norm" + suffix, {image, channels, channels, image, image, channels, channels, {300, 4}},
+        [](In x) {
+          const Tensor input = x[0] + 3.0, flat = x[7] * 2.0;
+          const BatchNormOutputs affine = batch_norm(input, x[1], x[2], 1e-5);
+          const BatchNormOutputs plain = batch_norm(flat, {}, {}, 1e-3);
+          const BatchNormGrads grads = batch_norm_backward(x[3], input, x[1], affine.mean, affine.invstd);
+          const BatchNormGrads bias_only =
+              batch_norm_backward(x[3], input, {}, affine.mean, affine.invstd, {.input = false, .weight = false});
+          const Tensor in_place = contiguous(x[3]) * 1.0;
+          batch_norm_backward_(in_place, input, x[1], affine.mean, affine.invstd, {.weight = false, .bias = false});
+          const BatchNormDoubleGrads second =
+              batch_norm_double_backward(x[4], x[5], x[6], x[3], input, x[1], affine.mean, affine.invstd);
+          const BatchNormDoubleGrads without_gg_input =
+              batch_norm_double_backward({}, x[5], {}, x[3], input, {}, affine.mean, affine.invstd);
+          return std::vector{affine.output,
+                             affine.mean,
+                             affine.var,
+                             affine.invstd,
+                             plain.output,
+                             plain.mean,
+                             plain.var,
+                             plain.invstd,
+                             grads.input,
+                             grads.weight,
+                             grads.bias,
+                             bias_only.bias,
+                             in_place,
+                             second.grad_output,
+                             second.input,
+                             second.weight,
+                             without_gg_input.grad_output,
+                             without_gg_input.input};
+        },
+        dtype);
+  }
   add_case("large_elementwise", {{1 << 18}, {1 << 18}}, [](In x) { return one(x[0] * x[1] + x[0]); });
   // Contiguous views at odd offsets and lengths: the vectorized path must fall back or finish the tail.
   add_case(
