@@ -3,7 +3,7 @@
 
   python3 bench/run_maml_bench.py --build build --rounds 3 [--workload sinusoid|fewshot] [--worlds 1,2,3]
       [--peer-transports default,uv] [--warmup 5] [--iterations 30] [--timeout S]
-      [--peer-python ~/.venvs/distgrad-peer/bin/python] [--ours distgrad,distgrad-grpc]
+      [--peer-python ~/.venvs/distgrad-peer/bin/python] [--ours distgrad,distgrad-grpc] [--device cpu|cuda]
   python3 bench/run_maml_bench.py --build build --soak 1000 [--workload sinusoid|fewshot] [--soak-world 3]
       [--soak-iterations 3] [--soak-timeout S] [--soak-seconds 600] [--soak-contender distgrad]
 
@@ -12,6 +12,11 @@ BUILD/bench/maml_bench, workload names maml/...) and fewshot, TorchOpt's distrib
 example (maml_omniglot.py) on Fashion-MNIST (ours is BUILD/bench/maml_fewshot_bench, workload
 names maml_fewshot/...; the peers get --workload fewshot). The fewshot issue asks for worlds 1
 to 4: pass --worlds 1,2,3,4 (the default stays 1,2,3).
+
+--device cuda (fewshot only) computes on the GPUs: ours in one process and in every world (its
+ranks share the machine's GPUs, rank r on GPU r modulo their number), and plain PyTorch in one
+process (maml_torch_rpc.py --local --device cuda). The peers' worlds stay out: CUDA tensors over
+their RPC would need device maps, which TorchOpt's example does not set.
 
 Benchmark: each round runs, for every world size, one world per contender, in an order that
 rotates from round to round: our binary (distgrad; and distgrad-grpc, the same with
@@ -68,13 +73,15 @@ def labels(args):
 
 def benchmark(args):
     flags = [f"warmup={args.warmup}", f"iterations={args.iterations}"]
+    flags += ["device=cuda"] if args.device == "cuda" else []
+    world_labels = args.ours if args.device == "cuda" else labels(args)
     prefix = NAME_PREFIXES[args.workload]
     results, errors = {}, {}  # (workload, label) -> rows / error texts
     for round_index in range(args.rounds):
         # Single-process runs (no RPC, so no transport to vary): ours, and plain PyTorch.
         local_labels = ["distgrad"] + ([f"torch-rpc-{args.peer_transports[0]}"] if args.peer_python else [])
         runs = [(f"{prefix}/local", label, 1, flags + ["local"]) for label in local_labels]
-        runs += [(f"{prefix}/world{size}", label, size, flags) for size in args.worlds for label in labels(args)]
+        runs += [(f"{prefix}/world{size}", label, size, flags) for size in args.worlds for label in world_labels]
         for size in [0] + args.worlds:  # rotate within each world size so contenders alternate
             group = [run for run in runs if (run[2] if run[0] != f"{prefix}/local" else 0) == size]
             shift = round_index % len(group)
@@ -206,6 +213,8 @@ def main():
                         "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="fewshot only: cuda computes on the GPUs (the peers in one process only)")
     parser.add_argument("--timeout", type=float, help="seconds before a world is killed (default: sinusoid 150, "
                         "fewshot 1200; the peers give up on a call after 120 s)")
     parser.add_argument("--soak", type=int, default=0, help="soak mode: start up to this many short worlds")
@@ -224,6 +233,8 @@ def main():
     args.ours = args.ours.split(",")
     if args.ours[0] != "distgrad" or any(label not in OURS for label in args.ours):
         parser.error(f"--ours must start with distgrad and name contenders of {sorted(OURS)}")
+    if args.device == "cuda" and args.workload != "fewshot":
+        parser.error("--device cuda needs --workload fewshot (maml_bench computes on the CPU)")
     args.peer_python = peer_python_or_none(args.peer_python)
     soak(args) if args.soak else benchmark(args)
 

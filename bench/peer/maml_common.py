@@ -63,6 +63,8 @@ def parser(description):
     result.add_argument("--transports", choices=["default", "uv"], default="default",
                         help='uv: _transports=["uv"] (TCP only, no busy-polling shared-memory transport)')
     result.add_argument("--timeout-s", type=float, default=120.0, help="init_rpc and every call")
+    result.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the network and the tasks live (cuda: maml_torch_rpc.py --local only)")
     return result
 
 
@@ -193,12 +195,21 @@ def loss_of(result):
     return result[0] if isinstance(result, tuple) else result
 
 
-def run_phases(forward, backward):
-    """Calls forward() and backward(its loss); returns the seconds of each."""
+def synchronize(device):
+    """Waits for what was queued on `device` (a CUDA device; nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_phases(forward, backward, device=torch.device("cpu")):
+    """Calls forward() and backward(its loss); returns the seconds of each, the work queued on
+    `device` done."""
     start = time.perf_counter()
     loss = forward()
+    synchronize(device)
     middle = time.perf_counter()
     backward(loss)
+    synchronize(device)
     return middle - start, time.perf_counter() - middle
 
 

@@ -3,8 +3,8 @@ torch.distributed.autograd.
 
   RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python maml_torch_rpc.py
       [--workload sinusoid|fewshot] [--transports default|uv]
-  python maml_torch_rpc.py --local [--workload sinusoid|fewshot]
-      (plain single-process PyTorch, the same iteration)
+  python maml_torch_rpc.py --local [--workload sinusoid|fewshot] [--device cpu|cuda]
+      (plain single-process PyTorch, the same iteration; --device cuda on the first GPU)
 
 The twin of bench/maml_bench.cc (--workload sinusoid, the default) and of
 bench/maml_fewshot_bench.cc (--workload fewshot); the workloads are maml_common.py's. Each outer
@@ -36,9 +36,10 @@ def adapt_and_eval(params, x_support, y_support, x_query, y_query, inner_steps, 
     inner_steps differentiable SGD steps; the tensors are the task's, without the leading task dim."""
     if not hasattr(_THREAD, "nets"):  # functional_call swaps tensors into the module: one per thread
         _THREAD.nets = {}
-    if (workload, ways) not in _THREAD.nets:
-        _THREAD.nets[workload, ways] = maml_common.build_net(workload, ways)
-    net = _THREAD.nets[workload, ways]
+    key = (workload, ways, x_support.device)
+    if key not in _THREAD.nets:
+        _THREAD.nets[key] = maml_common.build_net(workload, ways).to(x_support.device)
+    net = _THREAD.nets[key]
     for _ in range(inner_steps):
         loss = maml_common.task_loss(workload, torch.func.functional_call(net, params, (x_support,)), y_support)
         grads = torch.autograd.grad(loss, tuple(params.values()), create_graph=True)
@@ -50,6 +51,12 @@ def main():
     parser = maml_common.parser(__doc__)
     parser.add_argument("--local", action="store_true", help="one process, no RPC: plain PyTorch")
     args = maml_common.parse_args(parser)
+    if args.device != "cpu" and not args.local:
+        parser.error("--device cuda runs with --local only (CUDA tensors between ranks would need device maps)")
+    device = torch.device(args.device)
+    # Plain float32 on the GPU, as ours computes: no TF32 in cuDNN's convolutions (on by default).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_num_threads(1)
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     if not args.local:
@@ -58,20 +65,21 @@ def main():
     if rank == 0:
         torch.manual_seed(args.seed)
         generator = torch.Generator().manual_seed(args.seed + 2)
-        net = maml_common.build_net(args.workload, args.ways)
+        net = maml_common.build_net(args.workload, args.ways).to(device)
         sample_tasks = maml_common.task_sampler(args)
         inner = (args.inner_steps, args.inner_lr, args.workload, args.ways)
         outer = torch.optim.Adam(net.parameters(), lr=args.outer_lr)
 
         def local_iteration():
-            tasks = sample_tasks(args.meta_batch, generator)
+            tasks = [t.to(device) for t in sample_tasks(args.meta_batch, generator)]
             outer.zero_grad()
             params = dict(net.named_parameters())
             phases = maml_common.run_phases(
                 lambda: maml_common.loss_of(maml_common.mean_result(
                     adapt_and_eval(params, *(t[i] for t in tasks), *inner) for i in range(args.meta_batch))),
-                lambda loss: loss.backward())
+                lambda loss: loss.backward(), device)
             outer.step()
+            maml_common.synchronize(device)
             return phases
 
         def distributed_forward(tasks):

@@ -24,7 +24,10 @@ import torchopt.distributed as todist
 
 import maml_common
 
-ARGS = maml_common.parse_args(maml_common.parser(__doc__))
+PARSER = maml_common.parser(__doc__)
+ARGS = maml_common.parse_args(PARSER)
+if ARGS.device != "cpu":
+    PARSER.error("runs on the CPU only (--device cuda: maml_torch_rpc.py --local)")
 REDUCER = todist.mean_reducer if ARGS.workload == "sinusoid" else maml_common.transpose_mean_reducer
 
 
