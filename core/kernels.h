@@ -176,6 +176,12 @@ struct DeviceKernels {
   void (*batch_norm_double_backward)(const BatchNormDoubleBackwardArgs& args);
 };
 
+// The data of a tensor a kernel takes as optional, as T* (T may be const): null when undefined.
+template <typename T>
+T* data_or_null(const Tensor& tensor) {
+  return tensor.defined() ? static_cast<T*>(tensor.data_ptr()) : nullptr;
+}
+
 // The kernels of `device`'s backend; throws when distgrad was built without it.
 const DeviceKernels& kernels_for(Device device);
 

@@ -56,16 +56,6 @@ AccumulateType<T> run_sum(const BatchNormLayout& layout, int64_t first, Element 
       ReduceOp::kSum, [&](int64_t j) { return element(first + j); }, layout.inner);
 }
 
-template <typename T>
-const T* data_or_null(const Tensor& tensor) {
-  return tensor.defined() ? static_cast<const T*>(tensor.data_ptr()) : nullptr;
-}
-
-template <typename T>
-T* mutable_data_or_null(const Tensor& tensor) {
-  return tensor.defined() ? static_cast<T*>(tensor.data_ptr()) : nullptr;
-}
-
 }  // namespace
 
 void forward(const BatchNormLayout& layout, const Tensor& out, const Tensor& mean, const Tensor& var,
@@ -122,8 +112,8 @@ void backward(const BatchNormLayout& layout, const Tensor& grad_input, const Ten
     const T *x = static_cast<const T*>(input.data_ptr()), *g = static_cast<const T*>(grad_output.data_ptr());
     const T *w = data_or_null<T>(weight), *means = static_cast<const T*>(mean.data_ptr());
     const T* inverses = static_cast<const T*>(invstd.data_ptr());
-    T* dx = mutable_data_or_null<T>(grad_input);
-    T *dw = mutable_data_or_null<T>(grad_weight), *db = mutable_data_or_null<T>(grad_bias);
+    T* dx = data_or_null<T>(grad_input);
+    T *dw = data_or_null<T>(grad_weight), *db = data_or_null<T>(grad_bias);
     const Acc count = static_cast<Acc>(layout.batch * layout.inner);
     for_channel_blocks(layout, [&](int64_t first_channel, int64_t end_channel) {
       const int64_t channels = end_channel - first_channel;
@@ -167,8 +157,8 @@ void double_backward(const BatchNormDoubleBackwardArgs& args) {
     const T *ggw = data_or_null<T>(args.gg_weight), *ggb = data_or_null<T>(args.gg_bias);
     const T *means = static_cast<const T*>(args.mean.data_ptr()),
             *inverses = static_cast<const T*>(args.invstd.data_ptr());
-    T *d_g = mutable_data_or_null<T>(args.d_grad_output), *d_x = mutable_data_or_null<T>(args.d_input);
-    T* d_w = mutable_data_or_null<T>(args.d_weight);
+    T *d_g = data_or_null<T>(args.d_grad_output), *d_x = data_or_null<T>(args.d_input);
+    T* d_w = data_or_null<T>(args.d_weight);
     const Acc count = static_cast<Acc>(layout.batch * layout.inner);
     for_channel_blocks(layout, [&](int64_t first_channel, int64_t end_channel) {
       const int64_t channels = end_channel - first_channel;

@@ -288,7 +288,7 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
         reduce_accumulate(
             op, out, [data](int64_t k) { return data[k]; }, outer, reduced, inner);
       } else {
-        int64_t* index_data = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+        int64_t* index_data = data_or_null<int64_t>(indices);
         reduce_extreme(op == ReduceOp::kMax, out, index_data, data, outer, reduced, inner);
       }
     }

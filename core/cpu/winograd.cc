@@ -352,7 +352,7 @@ void output_tiles(const Tensor& out, const Tensor& products, const Tensor& bias,
     using T = typename decltype(tag)::type;
     const T* src = static_cast<const T*>(products.data_ptr());
     T* dst = static_cast<T*>(out.data_ptr());
-    const T* bias_data = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+    const T* bias_data = data_or_null<T>(bias);
     const int64_t out_channels = products.size(1), columns = tile_columns(w);
     const int64_t per_image = tile_rows(w) * columns;
     const int64_t tile_stride = products.stride(0), channel_stride = products.stride(1);

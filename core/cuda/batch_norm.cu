@@ -16,6 +16,7 @@ namespace {
 
 using kernels::BatchNormDoubleBackwardArgs;
 using kernels::BatchNormLayout;
+using kernels::data_or_null;
 
 constexpr int kWarpSize = 32;
 constexpr int kWarps = kThreadsPerBlock / kWarpSize;
@@ -163,16 +164,6 @@ __global__ void batch_norm_double_backward_kernel(BatchNormLayout layout, Double
   });
 }
 
-template <typename T>
-const T* data_or_null(const Tensor& tensor) {
-  return tensor.defined() ? static_cast<const T*>(tensor.data_ptr()) : nullptr;
-}
-
-template <typename T>
-T* mutable_data_or_null(const Tensor& tensor) {
-  return tensor.defined() ? static_cast<T*>(tensor.data_ptr()) : nullptr;
-}
-
 // The grid: one block per channel (none without channels).
 unsigned channel_blocks(const char* op, const BatchNormLayout& layout) {
   DISTGRAD_CHECK(layout.channels <= INT_MAX, op, ": expected at most ", INT_MAX, " channels on CUDA, found ",
@@ -206,10 +197,9 @@ void batch_norm_backward(const BatchNormLayout& layout, const Tensor& grad_input
   dispatch_floating(input.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     batch_norm_backward_kernel<T><<<blocks, kThreadsPerBlock, 0, launch.stream()>>>(
-        layout, mutable_data_or_null<T>(grad_input), mutable_data_or_null<T>(grad_weight),
-        mutable_data_or_null<T>(grad_bias), static_cast<const T*>(grad_output.data_ptr()),
-        static_cast<const T*>(input.data_ptr()), data_or_null<T>(weight), static_cast<const T*>(mean.data_ptr()),
-        static_cast<const T*>(invstd.data_ptr()));
+        layout, data_or_null<T>(grad_input), data_or_null<T>(grad_weight), data_or_null<T>(grad_bias),
+        static_cast<const T*>(grad_output.data_ptr()), static_cast<const T*>(input.data_ptr()), data_or_null<T>(weight),
+        static_cast<const T*>(mean.data_ptr()), static_cast<const T*>(invstd.data_ptr()));
     DISTGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -228,9 +218,9 @@ void batch_norm_double_backward(const BatchNormDoubleBackwardArgs& args) {
                                      .gg_input = data_or_null<T>(args.gg_input),
                                      .gg_weight = data_or_null<T>(args.gg_weight),
                                      .gg_bias = data_or_null<T>(args.gg_bias),
-                                     .d_grad_output = mutable_data_or_null<T>(args.d_grad_output),
-                                     .d_input = mutable_data_or_null<T>(args.d_input),
-                                     .d_weight = mutable_data_or_null<T>(args.d_weight)};
+                                     .d_grad_output = data_or_null<T>(args.d_grad_output),
+                                     .d_input = data_or_null<T>(args.d_input),
+                                     .d_weight = data_or_null<T>(args.d_weight)};
     batch_norm_double_backward_kernel<T><<<blocks, kThreadsPerBlock, 0, launch.stream()>>>(args.layout, data);
     DISTGRAD_CUDA_CHECK(cudaGetLastError());
   });

@@ -643,8 +643,7 @@ void reduce(ReduceOp op, const Tensor& values, const Tensor& indices, const Tens
             1, std::min(ceil_div(kTargetBlocks, tiles), reduced / (int64_t{block.y} * kMinElementsPerThread)));
         const DeviceLaunch launch(in.device());
         const ElementLoader<Rule, T> load{static_cast<const T*>(in.data_ptr()), reduced, inner};
-        const ResultWriter<Rule, T> result{static_cast<T*>(values.data_ptr()),
-                                           indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr,
+        const ResultWriter<Rule, T> result{static_cast<T*>(values.data_ptr()), kernels::data_or_null<int64_t>(indices),
                                            inner};
         if (splits == 1) {
           reduce_kernel<Rule>

@@ -382,9 +382,13 @@ TEST(StoreServer, ServesIpv6Loopback) {
 // Raw requests, as a client other than StoreClient could send them.
 class RawStore : public ::testing::Test {
  protected:
+  // As StoreClient's: a connection that fails at first is retried (within a far deadline)
+  // rather than failing the call.
   std::unique_ptr<grpc::ClientContext> context() {
     auto context = std::make_unique<grpc::ClientContext>();
     context->AddMetadata("distgrad-token", kToken);
+    context->set_wait_for_ready(true);
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     return context;
   }
 
@@ -399,7 +403,8 @@ TEST_F(RawStore, ServerNeverWaitsLongerThanTheRequestSays) {
   request.set_timeout_ms(200);
   wire::WaitResponse response;
   Clock::time_point start = Clock::now();
-  ASSERT_TRUE(stub_->Wait(context().get(), request, &response).ok());  // no client deadline
+  const grpc::Status waited = stub_->Wait(context().get(), request, &response);  // the client's deadline is far
+  ASSERT_TRUE(waited.ok()) << waited.error_code() << ": " << waited.error_message();
   EXPECT_THAT(response.missing(), ElementsAre("absent"));
   EXPECT_LT(elapsed_since(start), 200ms + 1500ms);
 
