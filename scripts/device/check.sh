@@ -49,7 +49,7 @@ build_step() {
     tar -xJf .device/deps.tar.xz -C "$deps"
     touch "$deps/.unpacked"
   fi
-  { nvidia-smi || true; nvcc --version || true; c++ --version | head -1; } > "$logs/machine.txt" 2>&1
+  { nvidia-smi || true; nvcc --version || true; c++ --version || true; } > "$logs/machine.txt" 2>&1
   local nccl=() nccl_lib
   if [[ -n ${NCCL_HOME:-} ]]; then
     nccl_lib=$(ls "$NCCL_HOME"/lib/libnccl.so* 2>/dev/null | head -1 || true)

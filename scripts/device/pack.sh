@@ -8,9 +8,10 @@
 # about 50 MB in all, under the device tool's 64 MiB per call. Run it here (Debian 12, as root,
 # after scripts/install_deps.sh); it does nothing when .device/ is newer than this script.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+script=$(realpath "$0")
+cd "$(dirname "$script")/../.."
 out=.device
-if [[ -f $out/deps.tar.xz && $out/deps.tar.xz -nt "$0" && -f $out/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+if [[ -f $out/deps.tar.xz && $out/deps.tar.xz -nt $script && -f $out/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
   echo "pack: $out/ is up to date"
   exit 0
 fi
