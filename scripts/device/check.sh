@@ -50,15 +50,16 @@ build_step() {
     touch "$deps/.unpacked"
   fi
   { nvidia-smi || true; nvcc --version || true; c++ --version || true; } > "$logs/machine.txt" 2>&1
-  local nccl=() nccl_lib
+  local nccl=() nccl_lib=""
   if [[ -n ${NCCL_HOME:-} ]]; then
     nccl_lib=$(ls "$NCCL_HOME"/lib/libnccl.so* 2>/dev/null | head -1 || true)
-    [[ -n $nccl_lib ]] && nccl=(-DNCCL_INCLUDE_DIR="$NCCL_HOME/include" -DNCCL_LIBRARY="$nccl_lib")
   fi
-  # -include cstdint: Abseil 20220623's headers miss it under GCC 13 and later.
+  if [[ -n $nccl_lib ]]; then  # the wheel has libnccl.so.2 only, which find_library would not take
+    nccl=(-DNCCL_INCLUDE_DIR="$NCCL_HOME/include" -DNCCL_LIBRARY="$nccl_lib")
+  fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDISTGRAD_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${DISTGRAD_CUDA_ARCHITECTURES:-90}" -DCMAKE_PREFIX_PATH="$deps/usr" \
-    -DCMAKE_CXX_FLAGS="-include cstdint" "${nccl[@]}" 2>&1 | tee "$logs/configure.log"
+    "${nccl[@]}" 2>&1 | tee "$logs/configure.log"
   grep -q "NCCL ON" "$logs/configure.log" || echo "check: configured without NCCL (looked in ${NCCL_HOME:-nowhere})"
   cmake --build "$build" -j "$(nproc)" 2>&1 | tail -n 40 | tee "$logs/build.log"
 }
