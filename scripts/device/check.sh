@@ -74,8 +74,8 @@ run_tests() {
 }
 
 bench_step() {
-  python3 bench/run_maml_bench.py --build "$build" --workload fewshot --device cuda --worlds 1,2,4 --rounds 1 \
-    --warmup 2 --iterations 10 --peer-python "$(command -v python3)" 2>&1 | tee "$logs/bench.log"
+  python3 bench/run_maml_bench.py --build "$build" --workload fewshot --device cuda --worlds 1,2,4 --ours distgrad \
+    --rounds 1 --warmup 2 --iterations 10 --peer-python "$(command -v python3)" 2>&1 | tee "$logs/bench.log"
 }
 
 profile_step() {
