@@ -30,8 +30,6 @@ Tensor all_reduce_sum(const Tensor& tensor, const std::shared_ptr<ProcessGroup>&
 nn::BatchNorm::NormalizedBatch SyncBatchNorm::normalize_batch(const Tensor& input, const Shape& dims) {
   if (!group_) group_ = default_process_group();
   const int64_t channels = num_features();
-  Shape channel_shape(input.dim(), 1);
-  channel_shape[1] = channels;
   const double local_count = static_cast<double>(input.numel() / channels);
   // [sum | sum of squares | count]: one all-reduce for all three.
   const Tensor local = cat({sum(input, dims), sum(input * input, dims),
@@ -40,8 +38,7 @@ nn::BatchNorm::NormalizedBatch SyncBatchNorm::normalize_batch(const Tensor& inpu
   const double count = ops::narrow(global, 0, 2 * channels, 1).item<double>();
   const Tensor mean = narrow(global, 0, 0, channels) / count;
   const Tensor var = narrow(global, 0, channels, channels) / count - mean * mean;  // biased
-  const Tensor batch_mean = reshape(mean, channel_shape), batch_var = reshape(var, channel_shape);
-  return {normalize(input, batch_mean, batch_var), batch_mean, batch_var, static_cast<int64_t>(count)};
+  return {normalize(input, mean, var), mean, var, static_cast<int64_t>(count)};
 }
 
 }  // namespace distgrad::ddp

@@ -46,7 +46,7 @@ Tensor BatchNorm::forward(const Tensor& input) {
                  min_dim_ == 4 ? absl::StrCat("[N, ", num_features_, ", H, W]")
                                : absl::StrCat("[N, ", num_features_, "] or [N, ", num_features_, ", L]"),
                  ", found ", shape_str(input.sizes()));
-  // Per-channel statistics reduce every dim but 1 and broadcast back as [1, C, 1, ...].
+  // Per-channel statistics reduce every dim but 1.
   Shape dims = {0};
   for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
   if (is_training() || !options_.track_running_stats) {
@@ -57,9 +57,7 @@ Tensor BatchNorm::forward(const Tensor& input) {
     if (is_training() && options_.track_running_stats) update_running_stats(batch.mean, batch.var, batch.count);
     return batch.output;
   }
-  Shape channel_shape(rank, 1);
-  channel_shape[1] = num_features_;
-  return normalize(input, reshape(running_mean, channel_shape), reshape(running_var, channel_shape));
+  return normalize(input, running_mean, running_var);
 }
 
 BatchNorm::NormalizedBatch BatchNorm::normalize_batch(const Tensor& input, const Shape& /*dims*/) {
@@ -69,12 +67,14 @@ BatchNorm::NormalizedBatch BatchNorm::normalize_batch(const Tensor& input, const
 
 Tensor BatchNorm::normalize(const Tensor& input, const Tensor& mean, const Tensor& var) const {
   // x * scale + shift with the per-channel scale = weight / sqrt(var + eps) and shift = bias -
-  // mean * scale (as PyTorch's CPU kernel): two full-size ops instead of four.
+  // mean * scale (as PyTorch's CPU kernel): two full-size ops instead of four. The [C]
+  // per-channel tensors broadcast as [1, C, 1, ...].
   Shape channel_shape(input.dim(), 1);
   channel_shape[1] = num_features_;
-  Tensor scale = rsqrt(var + options_.eps);
+  const Tensor centre = reshape(mean, channel_shape);
+  Tensor scale = rsqrt(reshape(var, channel_shape) + options_.eps);
   if (options_.affine) scale = scale * reshape(weight, channel_shape);
-  const Tensor shift = options_.affine ? reshape(bias, channel_shape) - mean * scale : -(mean * scale);
+  const Tensor shift = options_.affine ? reshape(bias, channel_shape) - centre * scale : -(centre * scale);
   return input * scale + shift;
 }
 
@@ -84,10 +84,9 @@ void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& bat
   const double factor =
       options_.momentum ? *options_.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
   const double bessel = static_cast<double>(count) / static_cast<double>(count - 1);
-  const Tensor mean = ops::reshape(batch_mean, {num_features_});
-  const Tensor unbiased_var = ops::mul(ops::reshape(batch_var, {num_features_}), bessel);
+  const Tensor unbiased_var = ops::mul(batch_var, bessel);
   ops::mul_(running_mean, 1.0 - factor);
-  ops::add_(running_mean, ops::mul(mean, factor));
+  ops::add_(running_mean, ops::mul(batch_mean, factor));
   ops::mul_(running_var, 1.0 - factor);
   ops::add_(running_var, ops::mul(unbiased_var, factor));
 }

@@ -54,7 +54,7 @@ class BatchNorm : public Module {
             TensorOptions tensor_options);
 
   // A training batch normalised with its own statistics: the output, the per-channel mean and
-  // biased variance ([C] or [1, C, 1, ...]) and the number of values per channel they were taken
+  // biased variance ([C]) and the number of values per channel they were taken
   // over. `dims` are the dims they reduce (all but 1). BatchNorm takes them over the input alone
   // (distgrad::batch_norm); SyncBatchNorm overrides this to take them over every rank's batch.
   struct NormalizedBatch {
@@ -64,7 +64,7 @@ class BatchNorm : public Module {
     int64_t count;
   };
   virtual NormalizedBatch normalize_batch(const Tensor& input, const Shape& dims);
-  // (input - mean) / sqrt(var + eps) * weight + bias with mean and var shaped [1, C, 1, ...].
+  // (input - mean) / sqrt(var + eps) * weight + bias with per-channel mean and var [C].
   Tensor normalize(const Tensor& input, const Tensor& mean, const Tensor& var) const;
 
  private:
