@@ -382,8 +382,8 @@ TEST(StoreServer, ServesIpv6Loopback) {
 // Raw requests, as a client other than StoreClient could send them.
 class RawStore : public ::testing::Test {
  protected:
-  // As StoreClient's: a connection that fails at first is retried (within a far deadline)
-  // rather than failing the call.
+  // As StoreClient::wait_until_reachable's: a connection that fails at first is retried
+  // (within a far deadline) rather than failing the call.
   std::unique_ptr<grpc::ClientContext> context() {
     auto context = std::make_unique<grpc::ClientContext>();
     context->AddMetadata("distgrad-token", kToken);
