@@ -263,6 +263,20 @@ TEST(RunWorld, ReportsExitCodesSignalsOutputAndTimeouts) {
   EXPECT_THAT(describe(results), HasSubstr("rank 2: timed out and was killed"));
 }
 
+// The children lose the parent's launcher variables (here the job token) but keep where the
+// dataset is: a machine without the dataset package sets DISTGRAD_FASHION_MNIST_DIR for them too.
+TEST(RunWorld, DropsLauncherVariablesAndKeepsTheDatasetDirectory) {
+  ::setenv("DISTGRAD_TOKEN", "parent-token", 1);
+  ::setenv("DISTGRAD_FASHION_MNIST_DIR", "/data/fmnist", 1);
+  const std::vector<ProcessResult> results =
+      run_world("/bin/sh", {"-c", "echo token=${DISTGRAD_TOKEN:-none} data=$DISTGRAD_FASHION_MNIST_DIR"}, 1);
+  ::unsetenv("DISTGRAD_TOKEN");
+  ::unsetenv("DISTGRAD_FASHION_MNIST_DIR");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].succeeded()) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("token=none data=/data/fmnist")) << results[0];
+}
+
 TEST(RunWorld, KillsTheOthersAfterAFailureAndItsGrace) {
   const std::vector<ProcessResult> results =
       run_world("/bin/sh", {"-c", "if [ $RANK = 0 ]; then exit 3; fi; sleep 30"}, 2,
