@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda.h"
 #include "core/ops.h"
 #include "core/safetensors.h"
 #include "tests/core/test_util.h"
@@ -40,9 +41,11 @@ std::string joined(const std::vector<std::string>& words) {
 }
 
 // Runs `local_command` + flags + "--dump_gradients FILE" once, then `distributed` with the same
-// flags over each world size, and compares every gradient they wrote (`expected_count` of them).
+// flags and `distributed_flags` over each world size, and compares every gradient they wrote
+// (`expected_count` of them).
 void expect_same_meta_gradients(const std::string& local_command, const std::string& distributed,
-                                const std::vector<std::string>& flags, size_t expected_count) {
+                                const std::vector<std::string>& flags, size_t expected_count,
+                                const std::vector<std::string>& distributed_flags = {}) {
   testing::ScratchDir scratch;
   const std::string local_path = scratch.file("local.safetensors");
   const std::string command = local_command + joined(flags) + " --dump_gradients " + local_path;
@@ -56,6 +59,7 @@ void expect_same_meta_gradients(const std::string& local_command, const std::str
     SCOPED_TRACE("world size " + std::to_string(world_size));
     const std::string path = scratch.file("world" + std::to_string(world_size) + ".safetensors");
     std::vector<std::string> args = flags;
+    args.insert(args.end(), distributed_flags.begin(), distributed_flags.end());
     args.insert(args.end(), {"--dump_gradients", path});
     const auto results =
         rpc::testing::run_world(distributed, args, world_size, rpc::testing::Environment{{"OMP_NUM_THREADS", "1"}});
@@ -86,6 +90,16 @@ TEST(MamlFewshot, EveryWorldSizeGivesTheSingleProcessMetaGradients) {
   // rounding differences.
   const std::vector<std::string> flags = {"--meta_batch", "5", "--dump_iterations", "2", "--dtype", "float64"};
   expect_same_meta_gradients(std::string(DISTGRAD_MAML_FEWSHOT) + " --local", DISTGRAD_MAML_FEWSHOT, flags, 28);
+}
+
+// The same on the GPU: every rank computes on CUDA (all on the machine's one GPU when it has
+// one), against the single-process run on the CPU, so the CUDA kernels, the device maps and
+// distributed autograd on CUDA tensors all stand behind the meta-gradients.
+TEST(MamlFewshot, OnCudaEveryWorldSizeGivesTheCpuMetaGradients) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<std::string> flags = {"--meta_batch", "5", "--dump_iterations", "2", "--dtype", "float64"};
+  expect_same_meta_gradients(std::string(DISTGRAD_MAML_FEWSHOT) + " --local", DISTGRAD_MAML_FEWSHOT, flags, 28,
+                             {"--device", "cuda"});
 }
 
 }  // namespace
