@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "core/copy.h"
+#include "core/cuda.h"
 #include "proto/distgrad.grpc.pb.h"
 #include "rpc/call_socket.h"
 #include "rpc/credentials.h"
@@ -120,6 +121,17 @@ RpcOptions with_environment(RpcOptions options) {
   return options;
 }
 
+// The options with a map for calls to `world`'s own worker, unless they name one: each CUDA
+// device to itself, so that a call to this process keeps its tensors where they are.
+RpcOptions with_own_device_map(RpcOptions options, const WorldInfo& world) {
+  std::vector<std::pair<Device, Device>> identity;
+  for (int index = 0; index < cuda::device_count(); ++index) {
+    identity.emplace_back(Device::cuda(index), Device::cuda(index));
+  }
+  options.device_maps.try_emplace(worker_name(world.rank, world.world_size), std::move(identity));
+  return options;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -148,7 +160,7 @@ struct Agent::Impl {
 
   Impl(Agent& agent, RpcOptions options)
       : agent(agent),
-        options(with_environment(std::move(options))),
+        options(with_own_device_map(with_environment(std::move(options)), world_info())),
         world(world_info()),
         token(getenv_or("DISTGRAD_TOKEN", "")) {
     if (this->options.shared_memory) {

@@ -89,7 +89,7 @@ run_tests() {
 
 bench_step() {
   timeout 180 python3 bench/run_maml_bench.py --build "$build" --workload fewshot --device cuda --worlds 1,2,3,4 \
-    --ours distgrad --rounds 1 --warmup 1 --iterations 5 --timeout 45 --peer-python "$(command -v python3)" 2>&1 |
+    --ours distgrad --rounds 1 --warmup 2 --iterations 10 --timeout 60 --peer-python "$(command -v python3)" 2>&1 |
     tee "$logs/bench.log"
 }
 

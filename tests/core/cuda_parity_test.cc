@@ -197,8 +197,9 @@ std::vector<ParityCase> all_cases() {
     return std::vector{pooled, to(indices, kFloat64), avg_pool2d(x[0], {.kernel_size = {3, 3}, .padding = {1, 1}}),
                        avg_pool2d(x[0], {.kernel_size = {2, 3}, .padding = {1, 1}, .count_include_pad = false})};
   });
-  // Overlapping windows with ties (signs), so that inputs gather several gradients.
-  add_case("max_pool2d_backward", {{2, 3, 7, 8}, {2, 3, 7, 8}}, [](In x) {
+  // Overlapping windows with ties (signs), so that inputs gather several gradients. The second
+  // input holds the outputs' gradients, cut to each pooling's output shape (at most 8x9).
+  add_case("max_pool2d_backward", {{2, 3, 7, 8}, {2, 3, 8, 9}}, [](In x) {
     const ops::Pool2dOptions overlapping{.kernel_size = {3, 2}, .stride = {1, 1}, .padding = {1, 1}};
     const ops::Pool2dOptions halving{.kernel_size = {2, 2}};
     const auto backward = [&](const ops::Pool2dOptions& options) {

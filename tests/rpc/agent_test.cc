@@ -126,7 +126,7 @@ TEST(AgentCalls, HooksSetIdsThatArriveWithTheTensorCountsOnBothSides) {
 
 TEST(AgentCalls, DeviceMapsKeepCudaTensorsOnTheMappedDevice) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  EXPECT_TRUE(all_succeeded(run_scenario("device_maps", 2)));
+  EXPECT_TRUE(all_succeeded(run_scenario("device_maps", 3)));
 }
 
 // ---------------------------------------------------------------------------------------------

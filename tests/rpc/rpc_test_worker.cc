@@ -1189,7 +1189,8 @@ int device_maps() {
                          const Tensor back = rpc_sync(1, &echo<Tensor>, x);
                          require(back.device() == Device::cuda(0), "the result came back on ", back.device().str());
                          require(same_tensor(back, x), "the result came back different");
-                         require(rpc_sync(0, &device_of, x) == "cpu", "an unmapped CUDA tensor did not go to the CPU");
+                         require(rpc_sync(0, &device_of, x) == "cuda:0", "a call to itself moved a CUDA tensor");
+                         require(rpc_sync(2, &device_of, x) == "cpu", "an unmapped CUDA tensor did not go to the CPU");
                          require(rpc_sync(1, &device_of, randn({2})) == "cpu", "a CPU tensor left the CPU");
                        }),
                        options);
