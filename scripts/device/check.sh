@@ -20,8 +20,8 @@ build=build-device
 logs=${OUT:-$build/gpu-logs}
 mkdir -p "$logs"
 
-# Where the machine keeps NCCL: beside CUDA, or in the Python image's nvidia-nccl wheel (its
-# folder is nvidia/nccl, or nvidia/cu13 in CUDA 13's layout): the folder above include/nccl.h.
+# Where the machine keeps NCCL: beside CUDA, in /usr (the lent H100's), or in the Python image's
+# nvidia-nccl wheel, wherever under nvidia/ it puts include/nccl.h: the folder above include/.
 nccl_home() {
   local dir header
   for dir in /usr/local/cuda /usr; do
