@@ -60,7 +60,7 @@ build_step() {
     touch "$deps/.unpacked"
   fi
   { nvidia-smi || true; nvcc --version || true; c++ --version || true; cmake --version || true
-    echo "NCCL_HOME=${NCCL_HOME:-}"; ls "${NCCL_HOME:-/nonexistent}"/lib 2>&1 || true
+    echo "NCCL_HOME=${NCCL_HOME:-}"; ls "${NCCL_HOME:-/nonexistent}"/lib{,/x86_64-linux-gnu}/libnccl* 2>&1 || true
     ls /usr/local/cuda/lib64/libcublas* 2>&1 || true; nproc; free -g; } > "$logs/machine.txt" 2>&1
   local nccl=() nccl_lib=""
   if [[ -n ${NCCL_HOME:-} ]]; then
