@@ -6,7 +6,6 @@
 #pragma once
 
 #include "autograd/autograd.h"
-#include "autograd/distributed/dist_autograd.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -19,6 +18,8 @@
 #include "ddp/distributed_sampler.h"
 #include "ddp/process_group.h"
 #include "ddp/sync_batch_norm.h"
+#include "dist_autograd/dist_autograd.h"
+#include "dist_autograd/init_rpc.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/conv2d.h"

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/distributed/dist_autograd.h"
 #include "core/cuda.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "dist_autograd/dist_autograd.h"
 
 namespace bench {
 

@@ -50,11 +50,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "autograd/distributed/dist_autograd.h"
 #include "autograd/ops.h"
 #include "core/creation.h"
 #include "core/random.h"
 #include "core/reduction.h"
+#include "dist_autograd/dist_autograd.h"
+#include "dist_autograd/init_rpc.h"
 #include "rpc/rpc.h"
 
 ABSL_FLAG(double, duration_s, 3.0, "throughput: seconds of measured calls (after a tenth as long of warm-up)");
@@ -323,7 +324,7 @@ int run_startup() {
   const double world_seconds = spawned != nullptr ? unix_time() - std::stod(spawned) : process_seconds;
   const auto passed = Clock::now();
   const double init_seconds = seconds_between(before_init, passed);
-  rpc::StoreClient& store = rpc::agent().store();
+  dg::rendezvous::StoreClient& store = rpc::agent().store();
   const int rank = rpc::get_rank();
   std::ostringstream times;
   times.precision(9);

@@ -4,6 +4,7 @@
   python3 bench/run_maml_bench.py --build build --rounds 3 [--workload sinusoid|fewshot] [--worlds 1,2,3]
       [--peer-transports default,uv] [--warmup 5] [--iterations 30] [--timeout S]
       [--peer-python ~/.venvs/distgrad-peer/bin/python] [--ours distgrad,distgrad-grpc] [--device cpu|cuda]
+      [--baseline BUILD_OF_ANOTHER_COMMIT]
   python3 bench/run_maml_bench.py --build build --soak 1000 [--workload sinusoid|fewshot] [--soak-world 3]
       [--soak-iterations 3] [--soak-timeout S] [--soak-seconds 600] [--soak-contender distgrad]
 
@@ -20,7 +21,9 @@ their RPC would need device maps, which TorchOpt's example does not set.
 
 Benchmark: each round runs, for every world size, one world per contender, in an order that
 rotates from round to round: our binary (distgrad; and distgrad-grpc, the same with
-DISTGRAD_GRPC_ONLY=1: gRPC alone, as before the fast paths), bench/peer/maml_torchopt.py (TorchOpt's
+DISTGRAD_GRPC_ONLY=1: gRPC alone, as before the fast paths; with --baseline, each of them again
+from another build, "distgrad@baseline" ...: a refactor's before and after in one run),
+bench/peer/maml_torchopt.py (TorchOpt's
 torchopt.distributed API) and bench/peer/maml_torch_rpc.py (torch.distributed.rpc and
 distributed autograd by hand), each peer once per TensorPipe transport setting ("default"; "uv"
 for _transports=["uv"], TCP only). Each round also runs the single-process versions
@@ -31,7 +34,8 @@ seconds: by default 150 for sinusoid, 1200 for fewshot, whose iterations take se
 workload's figure is the median over rounds of each round's median seconds per outer iteration
 (p10, p90 and the forward and backward parts likewise). Prints one JSON object per workload
 with the ratios peer time / our time (larger is better for us) and our time over the fastest
-peer's (the issue's target: at most 0.15), then Markdown tables on stderr.
+peer's (the issue's target: at most 0.15; a baseline contender's ratio is its time over the same
+contender's in BUILD), then Markdown tables on stderr.
 
 Soak (--soak K): starts up to K short worlds of one contender one after another (K runs or
 --soak-seconds, whichever comes first) and counts those that hung (killed at --soak-timeout: by
@@ -44,7 +48,7 @@ import statistics
 import sys
 import time
 
-from run_rpc_bench import OURS, format_seconds, peer_python_or_none, run_world
+from run_rpc_bench import OURS, baseline_labels, format_seconds, our_contender, peer_python_or_none, reference, run_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = {"torchopt": "maml_torchopt.py", "torch-rpc": "maml_torch_rpc.py"}
@@ -57,9 +61,11 @@ TIMEOUTS = {"sinusoid": (150.0, 60.0), "fewshot": (1200.0, 300.0)}
 
 
 def contender_command(args, label, flags):
-    """The command line of a contender: one of OURS, or PEER-TRANSPORTS such as "torchopt-uv"."""
-    if label in OURS:
-        return ([os.path.join(args.build, "bench", OUR_BINARIES[args.workload])]
+    """The command line of a contender: one of OURS (from the baseline build with its suffix), or
+    PEER-TRANSPORTS such as "torchopt-uv"."""
+    if our_contender(label):
+        build = args.build if label in OURS else args.baseline
+        return ([os.path.join(build, "bench", OUR_BINARIES[args.workload])]
                 + [f"--{flag.replace('-', '_')}" for flag in flags])
     peer, transports = label.rsplit("-", 1)
     return ([args.peer_python, os.path.join(HERE, "peer", PEERS[peer]), "--workload", args.workload,
@@ -68,18 +74,19 @@ def contender_command(args, label, flags):
 
 def labels(args):
     peers = [f"{peer}-{t}" for peer in PEERS for t in args.peer_transports] if args.peer_python else []
-    return args.ours + peers
+    return args.ours + baseline_labels(args) + peers
 
 
 def benchmark(args):
     flags = [f"warmup={args.warmup}", f"iterations={args.iterations}"]
     flags += ["device=cuda"] if args.device == "cuda" else []
-    world_labels = args.ours if args.device == "cuda" else labels(args)
+    world_labels = args.ours + baseline_labels(args) if args.device == "cuda" else labels(args)
     prefix = NAME_PREFIXES[args.workload]
     results, errors = {}, {}  # (workload, label) -> rows / error texts
     for round_index in range(args.rounds):
         # Single-process runs (no RPC, so no transport to vary): ours, and plain PyTorch.
-        local_labels = ["distgrad"] + ([f"torch-rpc-{args.peer_transports[0]}"] if args.peer_python else [])
+        local_labels = ["distgrad"] + [label for label in baseline_labels(args) if reference(label) == "distgrad"] + (
+            [f"torch-rpc-{args.peer_transports[0]}"] if args.peer_python else [])
         runs = [(f"{prefix}/local", label, 1, flags + ["local"]) for label in local_labels]
         runs += [(f"{prefix}/world{size}", label, size, flags) for size in args.worlds for label in world_labels]
         for size in [0] + args.worlds:  # rotate within each world size so contenders alternate
@@ -87,7 +94,7 @@ def benchmark(args):
             shift = round_index % len(group)
             for name, label, world_size, run_flags in group[shift:] + group[:shift]:
                 rows, error, elapsed = run_world(contender_command(args, label, run_flags), world_size, args.timeout,
-                                                 OURS.get(label))
+                                                 OURS.get(our_contender(label)))
                 rows = [row for row in rows if row.get("name") == name]
                 print(json.dumps({"round": round_index, "workload": name, "contender": label,
                                   "seconds": round(elapsed, 3), "error": error,
@@ -121,7 +128,7 @@ def cell_text(summary, failures):
 
 def title(label):
     """A contender's column title: ours as they are named, peers as "TorchOpt uv"."""
-    if label in OURS:
+    if our_contender(label):
         return label
     peer, transports = label.rsplit("-", 1)
     return f"{PEER_TITLES[peer]} {transports}"
@@ -129,7 +136,7 @@ def title(label):
 
 def report(args, results, errors):
     other_labels = labels(args)[1:]  # our other contenders, then the peers
-    peer_labels = [label for label in other_labels if label not in OURS]
+    peer_labels = [label for label in other_labels if not our_contender(label)]
     titles = [title(label) for label in other_labels]
     header = ["workload", "distgrad"] + [text for name in titles for text in (name, "ratio")]
     header.append("distgrad / fastest peer")
@@ -147,7 +154,8 @@ def report(args, results, errors):
                 result.update({label: summaries[label], f"{label}_errors": errors.get((name, label))})
         for label in other_labels:  # the single-process peers ran under one transport's label only
             peer = summaries.get(label)
-            ratio = peer["seconds_per_iter"] / ours["seconds_per_iter"] if peer and ours else None
+            compared = summaries.get(reference(label))
+            ratio = peer["seconds_per_iter"] / compared["seconds_per_iter"] if peer and compared else None
             if label in ran:
                 result[f"ratio_{label}"] = ratio
             cells += [cell_text(peer, errors.get((name, label), [])) if label in ran else "-",
@@ -177,7 +185,8 @@ def soak(args):
     runs, hangs, failures, seconds, first_errors = 0, 0, 0, [], []
     start = time.monotonic()
     while runs < args.soak and time.monotonic() - start < args.soak_seconds:
-        rows, error, elapsed = run_world(command, args.soak_world, args.soak_timeout, OURS.get(args.soak_contender))
+        rows, error, elapsed = run_world(command, args.soak_world, args.soak_timeout,
+                                         OURS.get(our_contender(args.soak_contender)))
         runs += 1
         seconds.append(elapsed)
         if error or not any(row.get("name") == name for row in rows):
@@ -211,6 +220,8 @@ def main():
     parser.add_argument("--ours", default="distgrad,distgrad-grpc",
                         help="our contenders: distgrad (every fast path), distgrad-cross-host (DISTGRAD_SAME_HOST=0), "
                         "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
+    parser.add_argument("--baseline", help="a build of another commit whose binary runs beside BUILD's, as each of "
+                        "--ours with the suffix @baseline")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",

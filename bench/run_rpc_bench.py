@@ -3,11 +3,12 @@
 
   python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup,autograd]
       [--startup-workers 64] [--peer-transports default,uv] [--peer-python ~/.venvs/distgrad-peer/bin/python]
-      [--ours distgrad,distgrad-cross-host,distgrad-grpc]
+      [--ours distgrad,distgrad-cross-host,distgrad-grpc] [--baseline BUILD_OF_ANOTHER_COMMIT]
 
 Each round starts one world per contender and mode: BUILD/bench/rpc_bench (ours: "distgrad" with its
 defaults, every fast path on; "distgrad-cross-host" with DISTGRAD_SAME_HOST=0, as if the peers were on other
-hosts; "distgrad-grpc" with DISTGRAD_GRPC_ONLY=1, gRPC alone) and
+hosts; "distgrad-grpc" with DISTGRAD_GRPC_ONLY=1, gRPC alone), with --baseline each of them again from
+another build ("distgrad@baseline", ...: a refactor's before and after, measured in the same run), and
 bench/peer/rpc_torch.py once per TensorPipe transport setting ("default", and "uv" for
 _transports=["uv"]: TCP only, no busy-polling shared-memory transport). Every process gets the
 launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a
@@ -17,7 +18,8 @@ after its timeout is killed (SIGKILL, every process group), and so are the other
 after one rank fails. The contenders' order rotates from round to round.
 
 Prints one JSON object per workload (the median over rounds of each round's figure, and the
-ratio peer time / our time, where larger is better for us) and a Markdown table for
+ratio peer time / our time, where larger is better for us; for a baseline contender, its time over
+the same contender's in BUILD, where larger means BUILD is faster) and a Markdown table for
 docs/benchmarks.md (on stderr). A world that fails or times out is reported with its error.
 The autograd mode (3 workers) also prints, per contender, its 1000x1000 context's time over the
 bytes-on-wire floor measured in the same world (the median over rounds of each round's ratio).
@@ -41,6 +43,23 @@ LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MA
 # Our contenders: the defaults (every fast path on), as if the peers were on other hosts (small calls
 # on TCP sockets, the rest over gRPC), and gRPC alone.
 OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"}}
+# The suffix of a contender of OURS run from the --baseline build.
+BASELINE = "@baseline"
+
+
+def our_contender(label):
+    """The contender of OURS a label names ("distgrad-grpc@baseline" -> "distgrad-grpc"), or None for a peer."""
+    base = label[:-len(BASELINE)] if label.endswith(BASELINE) else label
+    return base if base in OURS else None
+
+
+def reference(label):
+    """The contender a label's ratio compares with: a baseline's own contender, else distgrad."""
+    return label[:-len(BASELINE)] if label.endswith(BASELINE) else "distgrad"
+
+
+def baseline_labels(args):
+    return [label + BASELINE for label in args.ours] if args.baseline else []
 
 
 def free_port():
@@ -117,6 +136,7 @@ def contenders(args, mode):
     """(label, command, world size, environment) for every contender of a mode; startup gives one per world
     size."""
     ours = os.path.join(args.build, "bench", "rpc_bench")
+    baseline = os.path.join(args.baseline, "bench", "rpc_bench") if args.baseline else None
     peer = [args.peer_python, os.path.join(HERE, "peer", "rpc_torch.py")]
     flags = {"latency": [f"--repetitions_scale={args.repetitions_scale}"],
              "throughput": [f"--duration_s={args.duration_s}", f"--window={args.window}"], "startup": [],
@@ -126,6 +146,8 @@ def contenders(args, mode):
     for size in sizes:
         for label in args.ours:
             yield label, [ours, mode] + flags, size, OURS[label]
+        for label in baseline_labels(args):
+            yield label, [baseline, mode] + flags, size, OURS[our_contender(label)]
         if args.peer_python:
             for transports in args.peer_transports:
                 yield (f"tensorpipe-{transports}", peer + [mode, "--transports", transports,
@@ -161,6 +183,8 @@ def main():
                         "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
+    parser.add_argument("--baseline", help="a build of another commit whose rpc_bench runs beside BUILD's, as each "
+                        "of --ours with the suffix @baseline")
     parser.add_argument("--repetitions-scale", type=float, default=1.0)
     parser.add_argument("--duration-s", type=float, default=3.0)
     parser.add_argument("--window", type=int, default=32)
@@ -198,7 +222,8 @@ def main():
                         order.append(name)
                     errors.setdefault((name, label), []).append(error)
 
-    labels = args.ours + ([f"tensorpipe-{t}" for t in args.peer_transports] if args.peer_python else [])
+    labels = args.ours + baseline_labels(args) + (
+        [f"tensorpipe-{t}" for t in args.peer_transports] if args.peer_python else [])
 
     def summary(name, label):
         rows = results.get((name, label), [])
@@ -228,7 +253,7 @@ def main():
         return text
 
     header = "| workload | distgrad | " + " | ".join(
-        [f"{label} | ratio ({label})" for label in args.ours[1:]] +
+        [f"{label} | ratio ({label})" for label in args.ours[1:] + baseline_labels(args)] +
         [f"TensorPipe {t} | ratio ({t})" for t in args.peer_transports if args.peer_python]) + " |"
     table = [header.replace("|  |", "|"), "|" + "---|" * (2 + 2 * (len(labels) - 1))]
     for name in order:
@@ -239,7 +264,8 @@ def main():
             peer = summary(name, label)
             result[label] = peer
             result[f"{label}_errors"] = errors.get((name, label))
-            ratio = peer["seconds_per_iter"] / ours["seconds_per_iter"] if peer and ours else None
+            compared = summary(name, reference(label))
+            ratio = peer["seconds_per_iter"] / compared["seconds_per_iter"] if peer and compared else None
             result[f"ratio_{label}"] = ratio
             cells += [cell(name, label, peer), f"{ratio:.2f}" if ratio else "-"]
         print(json.dumps(result))

@@ -1,14 +1,10 @@
-# Third-party packages, all from Debian (see scripts/install_deps.sh).
-find_package(Threads REQUIRED)
-find_package(absl CONFIG REQUIRED)
-find_package(OpenMP REQUIRED COMPONENTS CXX)
-set(BLA_VENDOR OpenBLAS)
-find_package(BLAS REQUIRED)
-find_package(nlohmann_json 3 CONFIG REQUIRED)  # safetensors headers
-find_package(ZLIB REQUIRED)                    # gzip-compressed datasets
-find_package(Protobuf REQUIRED)                # module mode: Debian ships no protobuf-config.cmake
-find_package(gRPC CONFIG REQUIRED)             # needs protobuf-compiler-grpc for grpc_cpp_plugin
-find_package(Gloo CONFIG REQUIRED)             # libgloo-dev: the target is plain `gloo`, CPU collectives
+# Third-party packages: those of the libraries (cmake/distgradLibraryDependencies.cmake, shared
+# with find_package(distgrad)), and GoogleTest and Google Benchmark when tests and benchmarks
+# are built.
+macro(distgrad_find_dependency)
+  find_package(${ARGV} REQUIRED)
+endmacro()
+include(distgradLibraryDependencies)
 
 if(DISTGRAD_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

@@ -1,11 +1,20 @@
-# Build options, language level, warnings and ccache.
-option(DISTGRAD_BUILD_TESTS "Build the test suite" ON)
-option(DISTGRAD_BUILD_BENCHMARKS "Build the Google Benchmark programs in bench/" ON)
-option(DISTGRAD_BUILD_EXAMPLES "Build the examples" ON)
+# Build options, language level, warnings, ccache and install locations. Tests, benchmarks,
+# examples and install rules are on by default only when distgrad is the top-level project (not
+# when a program pulls it in with add_subdirectory or FetchContent).
+option(DISTGRAD_BUILD_TESTS "Build the test suite" ${PROJECT_IS_TOP_LEVEL})
+option(DISTGRAD_BUILD_BENCHMARKS "Build the Google Benchmark programs in bench/" ${PROJECT_IS_TOP_LEVEL})
+option(DISTGRAD_BUILD_EXAMPLES "Build the examples" ${PROJECT_IS_TOP_LEVEL})
+option(DISTGRAD_INSTALL "Add install rules (headers, libraries, distgrad-run, CMake package, distgrad.pc)"
+       ${PROJECT_IS_TOP_LEVEL})
 
-if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+if(PROJECT_IS_TOP_LEVEL AND NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
+
+include(GNUInstallDirs)
+# Headers install under include/distgrad/, keeping the tree's paths ("core/tensor.h").
+set(DISTGRAD_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/distgrad)
+set(DISTGRAD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/distgrad)
 
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)

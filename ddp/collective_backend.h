@@ -20,7 +20,7 @@
 #include "ddp/process_group.h"
 #include "ddp/work.h"
 
-namespace distgrad::rpc {
+namespace distgrad::rendezvous {
 class JobStore;
 }
 
@@ -32,9 +32,9 @@ struct GroupSetup {
   int rank = 0;            // in the group
   int size = 1;
   std::chrono::milliseconds timeout{0};
-  rpc::JobStore* store = nullptr;  // outlives the backend (the group holds it)
-  std::string key_prefix;          // Store keys for this backend's rendezvous start with it
-  bool shared_memory = true;       // whether this rank offers shared memory to the others
+  rendezvous::JobStore* store = nullptr;  // outlives the backend (the group holds it)
+  std::string key_prefix;                 // Store keys for this backend's rendezvous start with it
+  bool shared_memory = true;              // whether this rank offers shared memory to the others
 };
 
 // What every rank must pass alike to one collective: its kind, the dtype, the op or root, and a

@@ -20,8 +20,8 @@
 #include "core/error.h"
 #include "ddp/collective_backend.h"
 #include "ddp/collective_thread.h"
-#include "rpc/job_store.h"
-#include "rpc/net_util.h"
+#include "rendezvous/job_store.h"
+#include "rendezvous/net_util.h"
 
 namespace distgrad::ddp {
 namespace {
@@ -29,7 +29,7 @@ namespace {
 // The job's Store as Gloo's rendezvous sees it: keys under the group's prefix, values as bytes.
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  GlooStore(rpc::StoreClient& client, std::string prefix, std::chrono::milliseconds timeout)
+  GlooStore(rendezvous::StoreClient& client, std::string prefix, std::chrono::milliseconds timeout)
       : client_(client), prefix_(std::move(prefix)), timeout_(timeout) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
@@ -47,7 +47,7 @@ class GlooStore final : public gloo::rendezvous::Store {
   }
 
  private:
-  rpc::StoreClient& client_;
+  rendezvous::StoreClient& client_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;
 };
@@ -117,8 +117,8 @@ std::string explain(const std::string& gloo_message) {
 class GlooBackend final : public CollectiveBackend {
  public:
   explicit GlooBackend(const GroupSetup& setup) : setup_(setup), thread_(explain) {
-    const rpc::WorldInfo& world = setup.store->world();
-    gloo::transport::tcp::attr attr(rpc::local_address_towards(world.master_addr, world.master_port).c_str());
+    const rendezvous::WorldInfo& world = setup.store->world();
+    gloo::transport::tcp::attr attr(rendezvous::local_address_towards(world.master_addr, world.master_port).c_str());
     device_ = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(setup.rank, setup.size);
     context->setTimeout(setup.timeout);

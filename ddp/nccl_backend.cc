@@ -31,7 +31,7 @@
 #include "core/cuda/runtime.h"
 #include "core/error.h"
 #include "ddp/collective_backend.h"
-#include "rpc/job_store.h"
+#include "rendezvous/job_store.h"
 
 #define DISTGRAD_NCCL_CHECK(expr)                                                                         \
   do {                                                                                                    \
@@ -75,7 +75,7 @@ class NcclBackend final : public CollectiveBackend {
   NcclBackend(const GroupSetup& setup, int device) : setup_(setup), device_(device) {
     cuda::detail::check_device(device);
     cuda::detail::DeviceGuard guard(device);
-    rpc::StoreClient& store = setup.store->client();
+    rendezvous::StoreClient& store = setup.store->client();
     ncclUniqueId id;
     if (setup.rank == 0) {
       DISTGRAD_NCCL_CHECK(ncclGetUniqueId(&id));

@@ -7,8 +7,8 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "ddp/collective_backend.h"
-#include "rpc/job_store.h"
-#include "rpc/world.h"
+#include "rendezvous/job_store.h"
+#include "rendezvous/world.h"
 
 namespace distgrad::ddp {
 namespace {
@@ -55,7 +55,7 @@ int64_t counts_hash(const std::vector<Tensor>& tensors) {
 
 // Whether a 0/1 switch of the environment is set to 0.
 bool switched_off(const char* name) {
-  const std::optional<bool> on = rpc::getenv_switch(name, "process group");
+  const std::optional<bool> on = rendezvous::getenv_switch(name, "process group");
   return on.has_value() && !*on;
 }
 
@@ -82,7 +82,7 @@ std::string_view to_string(ReduceOp op) {
 }
 
 ProcessGroup::ProcessGroup(std::string name, int rank, std::vector<int> global_ranks, ProcessGroupOptions options,
-                           std::shared_ptr<rpc::JobStore> store)
+                           std::shared_ptr<rendezvous::JobStore> store)
     : name_(std::move(name)),
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
@@ -260,8 +260,8 @@ std::shared_ptr<ProcessGroup> init_process_group(ProcessGroupOptions options) {
   std::lock_guard<std::mutex> lock(default_group_mutex);
   DISTGRAD_CHECK(default_group == nullptr,
                  "init_process_group: the default process group exists already (call destroy_process_group first)");
-  std::shared_ptr<rpc::JobStore> store = rpc::JobStore::connect("init_process_group", options.timeout);
-  const rpc::WorldInfo& world = store->world();
+  std::shared_ptr<rendezvous::JobStore> store = rendezvous::JobStore::connect("init_process_group", options.timeout);
+  const rendezvous::WorldInfo& world = store->world();
   std::vector<int> ranks(world.world_size);
   std::iota(ranks.begin(), ranks.end(), 0);
   default_group = std::make_shared<ProcessGroup>("world", world.rank, std::move(ranks), options, std::move(store));

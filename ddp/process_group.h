@@ -39,7 +39,7 @@
 #include "core/tensor.h"
 #include "ddp/work.h"
 
-namespace distgrad::rpc {
+namespace distgrad::rendezvous {
 class JobStore;
 }
 
@@ -83,7 +83,7 @@ class ProcessGroup {
  public:
   // Use init_process_group or new_group, which make the rendezvous collective across ranks.
   ProcessGroup(std::string name, int rank, std::vector<int> global_ranks, ProcessGroupOptions options,
-               std::shared_ptr<rpc::JobStore> store);
+               std::shared_ptr<rendezvous::JobStore> store);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -127,7 +127,7 @@ class ProcessGroup {
 
   // Used by new_group: the number of groups made from this one so far.
   int next_group_number() { return ++groups_made_; }
-  std::shared_ptr<rpc::JobStore> store() const { return store_; }
+  std::shared_ptr<rendezvous::JobStore> store() const { return store_; }
 
  private:
   // The backend for tensors on `device` (made on first use for CUDA), checking the choice.
@@ -148,7 +148,7 @@ class ProcessGroup {
   const int rank_;
   const std::vector<int> global_ranks_;
   const ProcessGroupOptions options_;
-  const std::shared_ptr<rpc::JobStore> store_;
+  const std::shared_ptr<rendezvous::JobStore> store_;
   int groups_made_ = 0;
   std::unique_ptr<CollectiveBackend> cpu_;  // shared memory or Gloo, unless the backend is kNccl
   mutable std::mutex cuda_mutex_;           // guards cuda_
@@ -156,7 +156,7 @@ class ProcessGroup {
   int cuda_device_ ABSL_GUARDED_BY(cuda_mutex_) = -1;                     // the device cuda_ runs on
 };
 
-// Joins the job's default group ("world") of every rank, from the environment (rpc::world_info:
+// Joins the job's default group ("world") of every rank, from the environment (rendezvous::world_info:
 // torchrun/distgrad-run, Slurm, Open MPI). Every rank must call it; it returns once all have
 // connected, or throws naming the ranks that did not arrive within the timeout. Throws if a
 // default group exists already.

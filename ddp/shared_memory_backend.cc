@@ -2,8 +2,8 @@
 // and no kernel copy on the way.
 //
 // Note [Shared-memory collectives]
-// Every rank of the group owns one memfd segment (rpc::shm::Segment) and maps every other
-// rank's (rpc::shm::MappedSegment): a control block, then two slots of kSlotBytes. A collective
+// Every rank of the group owns one memfd segment (transport::shm::Segment) and maps every other
+// rank's (transport::shm::MappedSegment): a control block, then two slots of kSlotBytes. A collective
 // is a sequence of rounds, numbered over the group's life. In round R a rank writes what it
 // contributes into its slot R % 2 and posts R in its control block (a futex word); once every
 // rank has posted R it reads what it needs from the others' slots R % 2. Two slots make this
@@ -53,17 +53,17 @@
 #include "core/error.h"
 #include "ddp/collective_backend.h"
 #include "ddp/collective_thread.h"
-#include "rpc/job_store.h"
-#include "rpc/shared_memory.h"
-#include "rpc/store.h"
+#include "rendezvous/job_store.h"
+#include "rendezvous/store.h"
+#include "transport/shared_memory.h"
 
 namespace distgrad::ddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using rpc::shm::MappedSegment;
-using rpc::shm::Segment;
-using rpc::shm::SegmentRef;
+using transport::shm::MappedSegment;
+using transport::shm::Segment;
+using transport::shm::SegmentRef;
 
 // Each slot holds this much of a collective's data per round.
 constexpr size_t kSlotBytes = size_t{1} << 20;
@@ -481,7 +481,7 @@ struct Card {
 // "IDENTITY\nPID FD INODE FILE_BYTES CHUNK_BYTES"
 std::string card_of(const Segment& segment, int ranks) {
   const SegmentRef ref = segment.ref(0);
-  return rpc::shm::host_identity() + "\n" + std::to_string(::getpid()) + " " + std::to_string(ref.fd) + " " +
+  return transport::shm::host_identity() + "\n" + std::to_string(::getpid()) + " " + std::to_string(ref.fd) + " " +
          std::to_string(ref.inode) + " " + std::to_string(ref.file_bytes) + " " +
          std::to_string(preferred_chunk_bytes(ranks));
 }
@@ -501,7 +501,7 @@ std::optional<Card> parse_card(const std::string& text) {
 // Every rank's value of `name`, after this rank set its own.
 std::vector<std::string> exchange_through_store(const GroupSetup& setup, const std::string& name,
                                                 const std::string& value) {
-  rpc::StoreClient& store = setup.store->client();
+  rendezvous::StoreClient& store = setup.store->client();
   std::vector<std::string> keys;
   for (int r = 0; r < setup.size; ++r) keys.push_back(setup.key_prefix + name + "/" + std::to_string(r));
   store.set(keys[setup.rank], value);

@@ -67,7 +67,7 @@ inline dg::Device compute_device() {
   DISTGRAD_CHECK(device == "cuda", "--device must be cpu or cuda, found '", device, "'");
   DISTGRAD_CHECK(dg::cuda::is_available(), "--device cuda, but no CUDA device is available (this build ",
                  dg::cuda::is_built() ? "has" : "lacks", " CUDA support)");
-  return dg::Device::cuda(dg::rpc::world_info().local_rank % dg::cuda::device_count());
+  return dg::Device::cuda(dg::rendezvous::world_info().local_rank % dg::cuda::device_count());
 }
 
 // The weights' and images' dtype: --dtype.
@@ -99,13 +99,13 @@ inline Episodes to_device(Episodes tasks, dg::Device device) {
 inline dg::rpc::RpcOptions rpc_options() {
   dg::rpc::RpcOptions options;
   if (absl::GetFlag(FLAGS_device) != "cuda" || !dg::cuda::is_available()) return options;
-  const dg::rpc::WorldInfo& world = dg::rpc::world_info();
+  const dg::rendezvous::WorldInfo& world = dg::rendezvous::world_info();
   const int gpus = dg::cuda::device_count();
   const dg::Device mine = dg::Device::cuda(world.local_rank % gpus);
   for (int rank = 0; rank < world.world_size; ++rank) {
     if (rank == world.rank) continue;  // calls to itself pass tensors as they are
     const dg::Device theirs = dg::Device::cuda(rank % world.local_world_size % gpus);
-    options.device_maps[dg::rpc::worker_name(rank, world.world_size)] = {{mine, theirs}};
+    options.device_maps[dg::rendezvous::worker_name(rank, world.world_size)] = {{mine, theirs}};
   }
   return options;
 }

@@ -4,7 +4,7 @@
 
 namespace distgrad::launcher {
 
-JobStatus::JobStatus(std::unique_ptr<rpc::StoreClient> store, std::string run_id, int nnodes)
+JobStatus::JobStatus(std::unique_ptr<rendezvous::StoreClient> store, std::string run_id, int nnodes)
     : store_(std::move(store)), run_id_(std::move(run_id)), nnodes_(nnodes) {}
 
 std::string JobStatus::key(const std::string& what, int attempt) const {

@@ -8,14 +8,14 @@
 #include <string>
 
 #include "launcher/worker_group.h"
-#include "rpc/store.h"
+#include "rendezvous/store.h"
 
 namespace distgrad::launcher {
 
 class JobStatus {
  public:
   // `store`: a client of node 0's Store; keys live under "launcher/<run_id>/".
-  JobStatus(std::unique_ptr<rpc::StoreClient> store, std::string run_id, int nnodes);
+  JobStatus(std::unique_ptr<rendezvous::StoreClient> store, std::string run_id, int nnodes);
 
   // Records the first failure of `attempt` on this node (another node's may come first).
   void report_failure(int attempt, const WorkerExit& exit);
@@ -34,7 +34,7 @@ class JobStatus {
  private:
   std::string key(const std::string& what, int attempt) const;
 
-  std::unique_ptr<rpc::StoreClient> store_;
+  std::unique_ptr<rendezvous::StoreClient> store_;
   std::string run_id_;
   int nnodes_;
 };

@@ -17,7 +17,7 @@
 #include "launcher/job_status.h"
 #include "launcher/options.h"
 #include "launcher/worker_group.h"
-#include "rpc/store.h"
+#include "rendezvous/store.h"
 
 namespace dl = distgrad::launcher;
 
@@ -46,16 +46,16 @@ int launch(const dl::LaunchOptions& options) {
       options.nproc_per_node, static_cast<int>(std::thread::hardware_concurrency()), distgrad::cuda::device_count());
   group.token = job_token(options);
   group.master_port = options.master_port;
-  std::unique_ptr<distgrad::rpc::StoreServer> store;
+  std::unique_ptr<distgrad::rendezvous::StoreServer> store;
   if (options.node_rank == 0) {
-    store = std::make_unique<distgrad::rpc::StoreServer>(options.master_addr,
-                                                         options.standalone ? 0 : options.master_port, group.token);
+    store = std::make_unique<distgrad::rendezvous::StoreServer>(
+        options.master_addr, options.standalone ? 0 : options.master_port, group.token);
     group.master_port = store->port();
   }
   // Every node's launcher, node 0's included, talks to the Store on node 0 about the job.
   std::unique_ptr<dl::JobStatus> job;
   if (options.nnodes > 1) {
-    auto client = std::make_unique<distgrad::rpc::StoreClient>(
+    auto client = std::make_unique<distgrad::rendezvous::StoreClient>(
         options.master_addr + ":" + std::to_string(group.master_port), group.token, std::chrono::seconds(300));
     client->wait_until_reachable(std::chrono::seconds(300));
     job = std::make_unique<dl::JobStatus>(std::move(client), options.run_id, options.nnodes);

@@ -91,7 +91,7 @@ std::pair<std::string, std::optional<std::string>> split_flag(const std::string&
 
 }  // namespace
 
-LaunchOptions parse_launch_options(const std::vector<std::string>& args, const rpc::EnvLookup& getenv) {
+LaunchOptions parse_launch_options(const std::vector<std::string>& args, const rendezvous::EnvLookup& getenv) {
   LaunchOptions options;
   std::map<std::string, std::pair<std::string, std::string>> given;  // flag -> (value, how it was given)
   size_t i = 0;

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rpc/world.h"
+#include "rendezvous/world.h"
 
 namespace distgrad::launcher {
 
@@ -42,7 +42,7 @@ struct LaunchOptions {
 };
 
 // Parses `args` (without the launcher's own name) with `getenv` for the PET_ fallbacks.
-LaunchOptions parse_launch_options(const std::vector<std::string>& args, const rpc::EnvLookup& getenv);
+LaunchOptions parse_launch_options(const std::vector<std::string>& args, const rendezvous::EnvLookup& getenv);
 
 // The --help text.
 std::string launch_usage();

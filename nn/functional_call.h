@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/param_dict.h"
 #include "nn/module.h"
-#include "nn/param_dict.h"
 
 namespace distgrad::nn {
 

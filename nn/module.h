@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/param_dict.h"
 #include "core/tensor.h"
-#include "nn/param_dict.h"
 
 namespace distgrad::nn {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "core/param_dict.h"
 #include "core/tensor.h"
-#include "nn/param_dict.h"
 
 namespace distgrad::optim {
 

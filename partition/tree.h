@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/param_dict.h"
 #include "core/tensor.h"
-#include "nn/param_dict.h"
 #include "rpc/codec.h"
 
 namespace distgrad {

@@ -1,11 +1,16 @@
-// Agent: one process's RPC runtime (a gRPC server, channels to every peer, the executor, the
-// rendezvous Store) behind the user API of rpc/rpc.h.
+// Agent: one process's RPC runtime (a gRPC server and a call socket, channels to every peer, the
+// executor, the rendezvous Store) behind the user API of rpc/rpc.h.
 //
 // start() runs the rendezvous: the Store is hosted by rank 0 at MASTER_ADDR:MASTER_PORT
-// (unless the launcher hosts it: DISTGRAD_USE_AGENT_STORE=1), the worker's gRPC server listens
-// on a free port, publishes its address in the Store and waits for everyone else's. Calls are
-// frames (rpc/frame.h) sent to the peer's Worker service; the callee runs the registered
-// function on its executor and replies with the result or a status (rpc/errors.h).
+// (unless the launcher hosts it: DISTGRAD_USE_AGENT_STORE=1), the worker's servers listen on
+// free ports, it publishes how to reach them in the Store and waits for everyone else's. Calls
+// are frames (rpc/frame.h) sent to the peer's Worker service or call socket; the callee runs the
+// registered function on its executor and replies with the result or a status (rpc/errors.h).
+//
+// The agent is the lifecycle (start, barrier, graceful shutdown, stop) over parts with one job
+// each, internal to rpc/: WorkerDirectory (its rendezvous, rpc/worker_directory.h), CallServer
+// (serving calls, rpc/call_server.h), CallClient (making them, rpc/call_client.h), TensorPaths
+// (which way tensors travel, rpc/tensor_paths.h) and the InterceptorChain they share.
 //
 // Note [Calls before init_rpc returns]
 // A peer that finished its rendezvous may call this worker while this worker's own start() is
@@ -14,59 +19,25 @@
 // calls another worker always finds RPC running; they fail with UNAVAILABLE if the agent stops
 // first or init_timeout passes.
 //
-// Note [Job token]
-// Every request (Worker and Store) carries the job's token (DISTGRAD_TOKEN) as gRPC metadata,
-// and servers refuse requests without it with UNAUTHENTICATED (compared in constant time). The
-// token is never written to the Store. Without a token, servers listen on loopback only, and a
-// non-loopback MASTER_ADDR is refused unless DISTGRAD_INSECURE=1 says the network is trusted.
-// With DISTGRAD_TLS_CERT and DISTGRAD_TLS_KEY (and DISTGRAD_TLS_CA to verify peers) every
-// connection is TLS.
+// The job token and TLS: Note [Job token] in rendezvous/credentials.h.
 //
-// Extension points for distributed autograd: CallHooks run on the caller before a request
-// leaves and when its reply arrives, and on the callee when a request arrives and before its
-// reply leaves; the autograd ids travel in the frame headers.
+// Interceptors (rpc/interceptor.h, RpcOptions::interceptors) take part in every call and carry
+// bytes of their own in its frames; distributed autograd is one.
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "rendezvous/store.h"
+#include "rendezvous/world.h"
 #include "rpc/future.h"
 #include "rpc/options.h"
 #include "rpc/registry.h"
-#include "rpc/store.h"
-#include "rpc/world.h"
 
 namespace distgrad::rpc {
-
-// Distributed autograd's ids for one message (0 when unused).
-struct AutogradIds {
-  uint64_t context_id = 0;
-  uint64_t message_id = 0;
-};
-
-struct CallHooks {
-  // Caller: before a request to `to` leaves; may set the ids.
-  std::function<void(int to, const std::vector<Tensor>& tensors, AutogradIds& ids)> before_request;
-  // Callee: a request from `from` arrived (its tensors decoded; `requires_grad` says which of the
-  // sender's did). The returned object is kept alive while the function runs and its reply is
-  // prepared (for thread-local state such as the current autograd context).
-  std::function<std::shared_ptr<void>(int from, std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
-                                      const AutogradIds& ids)>
-      on_request;
-  // Callee: before the reply to `to` leaves; may set the ids.
-  std::function<void(int to, const std::vector<Tensor>& tensors, AutogradIds& ids)> before_reply;
-  // Caller: the reply from `from` arrived (as on_request).
-  std::function<void(int from, std::vector<Tensor>& tensors, const std::vector<bool>& requires_grad,
-                     const AutogradIds& ids)>
-      on_reply;
-};
-
-// The hooks every agent of this process uses (the distributed autograd layer installs its own
-// when linked in); applies to the running agent too.
-void install_call_hooks(CallHooks hooks);
 
 // What this process sent, by path: calls over distgrad's sockets (RpcOptions::socket_calls) and
 // over gRPC, tensors and their bytes through shared memory (RpcOptions::shared_memory) and in the
@@ -98,7 +69,7 @@ class Agent {
   // init_rpc returns]).
   void open_calls();
 
-  const WorldInfo& world() const;
+  const rendezvous::WorldInfo& world() const;
   const RpcOptions& options() const;
   // "worker{rank}", zero-padded to the world's size.
   const std::string& worker_name(int rank) const;
@@ -113,10 +84,10 @@ class Agent {
   // then stops. Otherwise stops at once (calls in flight fail).
   void shutdown(bool graceful);
 
-  StoreClient& store();
+  rendezvous::StoreClient& store();
   TransportStats transport_stats() const;
-  // Replaces this agent's hooks (install_call_hooks sets them for every agent).
-  void set_hooks(CallHooks hooks);
+  // Whether the agent runs the interceptor named `name` (RpcOptions::interceptors).
+  bool runs_interceptor(std::string_view name) const;
 
  private:
   struct Impl;

@@ -17,7 +17,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "rpc/credentials.h"
+#include "rendezvous/credentials.h"
 
 namespace distgrad::rpc::call_socket {
 namespace {
@@ -333,7 +333,7 @@ void Server::serve(std::shared_ptr<Connection> connection) {
     ::shutdown(connection->fd, SHUT_RDWR);
     return;
   }
-  const bool accepted = token_.empty() || same_token(to_string(token), token_);
+  const bool accepted = token_.empty() || rendezvous::same_token(to_string(token), token_);
   {
     std::lock_guard<std::mutex> lock(connection->write_mutex);
     MessageHeader answer{hello.id, kHello,

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/param_dict.h"
 #include "core/tensor.h"
-#include "nn/param_dict.h"
 
 namespace distgrad::rpc {
 

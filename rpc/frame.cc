@@ -108,11 +108,22 @@ DType dtype_from_wire(int32_t dtype) {
   return static_cast<DType>(dtype);
 }
 
-shm::SegmentRef segment_ref(const wire::SharedSegment& segment) {
+transport::shm::SegmentRef segment_ref(const wire::SharedSegment& segment) {
   return {segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()};
 }
 
 // Reads one tensor's bytes as `meta` describes them and puts it on its target device.
+// The tensor a shared-memory reference names; a reference that does not match its segment is a
+// malformed message.
+Tensor view_shared(const SharedTensorReader& shared, const transport::shm::SegmentRef& ref, const Shape& sizes,
+                   DType dtype) {
+  try {
+    return shared(ref, sizes, dtype);
+  } catch (const transport::shm::SegmentError& error) {
+    throw CodecError(error.what());
+  }
+}
+
 Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t index, const SharedTensorReader& shared) {
   const DType dtype = dtype_from_wire(meta.dtype());
   const Device device = device_from_wire(meta.device_type(), meta.device_index());
@@ -139,7 +150,7 @@ Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t ind
       throw CodecError("tensor " + std::to_string(index) +
                        " is in a shared-memory segment, which this process does not take from this sender");
     }
-    tensor = shared(segment_ref(meta.shared()), sizes, dtype);
+    tensor = view_shared(shared, segment_ref(meta.shared()), sizes, dtype);
   } else if (meta.nbytes() > reader.remaining()) {
     throw CodecError("truncated message: tensor " + std::to_string(index) + " needs " + std::to_string(meta.nbytes()) +
                      " bytes, " + std::to_string(reader.remaining()) + " left");
@@ -170,7 +181,6 @@ void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta) {
   meta->set_device_type(static_cast<int32_t>(tensor.target_device.type));
   meta->set_device_index(tensor.target_device.index);
   meta->set_nbytes(tensor.data.numel() * tensor.data.element_size());
-  meta->set_requires_grad(tensor.requires_grad);
   if (tensor.shared) {
     wire::SharedSegment* segment = meta->mutable_shared();
     segment->set_fd(tensor.shared->fd);
@@ -221,7 +231,6 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const
   try {
     for (; i < header.tensors_size(); ++i) {
       frame.tensors.push_back(read_tensor(reader, header.tensors(i), i, shared));
-      frame.requires_grad.push_back(header.tensors(i).requires_grad());
     }
   } catch (const CodecError&) {
     // The sender's segments named after the bad tensor would stay occupied: view each as an empty
@@ -229,7 +238,7 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const
     for (++i; shared && i < header.tensors_size(); ++i) {
       if (!header.tensors(i).has_shared()) continue;
       try {
-        shared(segment_ref(header.tensors(i).shared()), {0}, DType::kBool);
+        view_shared(shared, segment_ref(header.tensors(i).shared()), {0}, DType::kBool);
       } catch (const CodecError&) {  // a segment that cannot be opened holds nothing to release
       }
     }

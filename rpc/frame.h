@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "proto/distgrad.pb.h"
-#include "rpc/shared_memory.h"
+#include "proto/worker.pb.h"
+#include "transport/shared_memory.h"
 
 namespace distgrad::rpc {
 
@@ -27,8 +27,8 @@ namespace distgrad::rpc {
 struct WireTensor {
   Tensor data;           // contiguous, on the CPU, unless `shared` holds the bytes
   Device target_device;  // the receiver's device for it
-  bool requires_grad = false;
-  std::optional<shm::SegmentRef> shared = std::nullopt;  // the bytes travel in this segment, not in the frame
+  std::optional<transport::shm::SegmentRef> shared =
+      std::nullopt;  // the bytes travel in this segment, not in the frame
 };
 
 // The metadata of a wire tensor.
@@ -42,11 +42,10 @@ grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::
 // The parts of a received frame. Throws CodecError naming what is malformed.
 struct DecodedFrame {
   std::string payload;
-  std::vector<Tensor> tensors;      // on the devices the header names, without autograd state
-  std::vector<bool> requires_grad;  // per tensor: whether the sender's required grad
+  std::vector<Tensor> tensors;  // on the devices the header names, without autograd state
 };
 // Turns a tensor whose bytes are in a shared-memory segment into a tensor (PeerSegments::view).
-using SharedTensorReader = std::function<Tensor(const shm::SegmentRef&, const Shape&, DType)>;
+using SharedTensorReader = std::function<Tensor(const transport::shm::SegmentRef&, const Shape&, DType)>;
 // Tensors in shared memory are refused (CodecError) when `shared` is empty.
 template <typename Header>
 DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const SharedTensorReader& shared = {});

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/device.h"
+#include "rpc/interceptor.h"
 
 namespace distgrad::rpc {
 
@@ -27,6 +29,9 @@ struct RpcOptions {
   // {{cuda:0, cuda:1}} sends cuda:0 tensors to worker1's cuda:1. Unmapped devices send to the
   // CPU. Result tensors come back through the inverse map.
   std::map<std::string, std::vector<std::pair<Device, Device>>> device_maps = {};
+  // Code that takes part in every call (rpc/interceptor.h), run in this order. init_rpc
+  // (dist_autograd/init_rpc.h) adds distributed autograd's; every process of a job needs the same.
+  std::vector<std::shared_ptr<CallInterceptor>> interceptors = {};
   // Keep freed memory in the process rather than handing it back to the kernel (glibc's
   // M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 4 GiB). gRPC frees its receive buffers after
   // every message; given back, they fault in again on the next one, which made a 64 MB round

@@ -1,7 +1,6 @@
 #include "rpc/rpc.h"
 
 #include <atomic>
-#include <cstdio>
 #include <mutex>
 
 namespace distgrad::rpc {
@@ -14,7 +13,7 @@ std::atomic<int64_t> default_timeout_ms{-1};  // -1: the agent's RpcOptions::tim
 
 }  // namespace
 
-void init_rpc(const RpcOptions& options) {
+void start_agent(const RpcOptions& options) {
   std::lock_guard<std::mutex> lock(agent_mutex);
   DISTGRAD_CHECK(owned_agent == nullptr, "init_rpc: RPC is already running in this process");
   auto agent = std::make_unique<Agent>(options);
@@ -43,17 +42,17 @@ Agent& agent() {
   return *agent;
 }
 
-int get_rank() { return world_info().rank; }
-int get_world_size() { return world_info().world_size; }
-int get_local_rank() { return world_info().local_rank; }
-int get_local_world_size() { return world_info().local_world_size; }
+int get_rank() { return rendezvous::world_info().rank; }
+int get_world_size() { return rendezvous::world_info().world_size; }
+int get_local_rank() { return rendezvous::world_info().local_rank; }
+int get_local_world_size() { return rendezvous::world_info().local_world_size; }
 std::string get_worker_name() { return get_worker_name(get_rank()); }
 std::string get_worker_name(int rank) {
   DISTGRAD_CHECK(rank >= 0 && rank < get_world_size(), "get_worker_name: no worker ", rank, " in a world of ",
                  get_world_size());
-  return worker_name(rank, get_world_size());
+  return rendezvous::worker_name(rank, get_world_size());
 }
-int get_worker_id(std::string_view name) { return rpc::get_worker_id(name, get_world_size()); }
+int get_worker_id(std::string_view name) { return rendezvous::get_worker_id(name, get_world_size()); }
 
 void barrier() { agent().barrier(agent().options().init_timeout); }
 void barrier(std::chrono::milliseconds timeout) { agent().barrier(timeout); }
@@ -90,36 +89,5 @@ const std::string& registered_name(FunctionAddress function) {
 }
 
 }  // namespace detail
-
-int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
-                  const RpcOptions& options) {
-  auto report = [](const std::exception& error) {
-    std::fprintf(stderr, "[%s] error: %s\n", get_worker_name().c_str(), error.what());
-    std::fflush(stderr);
-  };
-  bool main_failed = false;
-  try {
-    init_rpc(options);
-    barrier();
-    if (worker_init_fn) worker_init_fn();
-    barrier();
-    try {
-      if (main) main();
-    } catch (const std::exception& error) {
-      // As torch's `try: main() finally: rpc.shutdown()`: the others still finish cleanly.
-      report(error);
-      main_failed = true;
-    }
-    shutdown(true);
-    return main_failed ? 1 : 0;
-  } catch (const std::exception& error) {
-    if (!main_failed) report(error);  // after a failed main, its error is the one to report
-    try {
-      shutdown(false);
-    } catch (const std::exception&) {  // already failing: the first error is the one to report
-    }
-    return 1;
-  }
-}
 
 }  // namespace distgrad::rpc

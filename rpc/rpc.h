@@ -1,12 +1,14 @@
-// The RPC API: start the workers, call registered functions on them, stop.
+// The RPC API: call registered functions on the workers of a job, and stop.
 //
-// Every process of a job runs the same binary; init_rpc() joins it to the others (world info
-// from the environment: rpc/world.h; rendezvous: rpc/agent.h). rpc_sync / rpc_async call a
+// Every process of a job runs the same binary; init_rpc() (dist_autograd/init_rpc.h, which adds
+// distributed autograd) or start_agent() joins it to the others (world info from the
+// environment: rendezvous/world.h; rendezvous: rpc/agent.h). rpc_sync / rpc_async call a
 // function registered with DISTGRAD_REMOTE on a worker given by rank or name, with arguments
 // checked against the function's parameters at compile time; the result (or the remote
-// exception, as a RemoteError) comes back. auto_init_rpc wraps the usual program: init, an
-// optional per-worker initialisation, a main that rank filters restrict to some ranks, and a
-// graceful shutdown during which idle workers keep serving until everyone is done.
+// exception, as a RemoteError) comes back. auto_init_rpc (dist_autograd/init_rpc.h) wraps the
+// usual program: init, an optional per-worker initialisation, a main that rank filters restrict
+// to some ranks, and a graceful shutdown during which idle workers keep serving until everyone is
+// done.
 //
 //   dg::Tensor my_add(dg::Tensor a, dg::Tensor b) { return a + b; }
 //   DISTGRAD_REMOTE(my_add);
@@ -21,25 +23,26 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "rendezvous/world.h"
 #include "rpc/agent.h"
 #include "rpc/codec.h"
 #include "rpc/errors.h"
 #include "rpc/future.h"
 #include "rpc/options.h"
 #include "rpc/registry.h"
-#include "rpc/world.h"
 
 namespace distgrad::rpc {
 
-// Starts this process's agent and waits for every worker (see rpc/agent.h). Once per process.
-void init_rpc(const RpcOptions& options = {});
+// Starts this process's agent with exactly the interceptors of `options` and waits for every
+// worker (see rpc/agent.h). Once per process. Programs call init_rpc (dist_autograd/init_rpc.h),
+// which adds distributed autograd's interceptor; this is RPC without it.
+void start_agent(const RpcOptions& options);
 // Graceful (the default): waits until every worker called shutdown and every call in flight is
 // answered; otherwise stops at once. A no-op when RPC is not running.
 void shutdown(bool graceful = true);
@@ -164,14 +167,6 @@ detail::ResultOf<R> rpc_sync(const WorkerRef& worker, R (*function)(Params...), 
   return rpc_sync_with_timeout(worker, default_timeout(), function, std::forward<Args>(args)...);
 }
 
-// Runs init_rpc, a barrier, worker_init_fn (if any) on every rank, a barrier, main, and a
-// graceful shutdown (API.md §5). Returns 0, or 1 after printing "[workerN] error: ..." when
-// something threw. An exception from main still ends in the graceful shutdown, so the other
-// ranks finish cleanly (torch's `try: main() finally: rpc.shutdown()`); one from init, the
-// barriers or worker_init_fn leaves at once (the others then see this worker as gone).
-int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
-                  const RpcOptions& options = {});
-
 // Rank filters: a callable that runs `fn` with its arguments on the selected ranks only and
 // otherwise does nothing; non-void results come back as std::optional (empty where skipped).
 template <typename F>
@@ -216,7 +211,6 @@ auto rank_non_zero_only(F fn) {
 
 namespace distgrad {
 // The user-facing names of API.md at the top level: dg::auto_init_rpc, dg::get_rank, ...
-using rpc::auto_init_rpc;
 using rpc::barrier;
 using rpc::get_local_rank;
 using rpc::get_local_world_size;
@@ -224,7 +218,6 @@ using rpc::get_rank;
 using rpc::get_worker_id;
 using rpc::get_worker_name;
 using rpc::get_world_size;
-using rpc::init_rpc;
 using rpc::not_on_rank;
 using rpc::not_on_ranks;
 using rpc::on_rank;

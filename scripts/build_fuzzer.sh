@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 output=$2
 clangxx=${3:-clang++}
-libs=("$build/nn/libdistgrad_nn.a" "$build/autograd/libdistgrad_autograd.a" "$build/core/libdistgrad_core.a")
+libs=("$build/transport/libdistgrad_transport.a" "$build/core/libdistgrad_core.a")
 system_libs=$(pkg-config --libs grpc++ protobuf absl_synchronization absl_flat_hash_map absl_strings)
 cuda_libs=()
 if [[ $(nm -C "$build/core/libdistgrad_core.a" 2>/dev/null | grep -c cudaMalloc) -gt 0 ]]; then
@@ -16,5 +16,5 @@ if [[ $(nm -C "$build/core/libdistgrad_core.a" 2>/dev/null | grep -c cudaMalloc)
 fi
 "$clangxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address -I"$root" -I"$build/proto/generated" \
   "$root/tests/fuzz/frame_fuzzer.cc" "$root/rpc/frame.cc" "$root/rpc/codec.cc" \
-  "$build/proto/generated/proto/distgrad.pb.cc" \
+  "$build/proto/generated/proto/worker.pb.cc" \
   "${libs[@]}" $system_libs -lopenblas -lgomp "${cuda_libs[@]}" -o "$output"

@@ -20,6 +20,7 @@
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/process_group.h"
 #include "ddp/sync_batch_norm.h"
+#include "dist_autograd/init_rpc.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/linear.h"
@@ -391,7 +392,7 @@ int rank_leaves() {
 // Shared memory only when every rank of a group offers it: the world, where odd ranks do not,
 // runs on Gloo; a subgroup where all do runs on shared memory; both give the same sums.
 int shm_agreement() {
-  const int rank = rpc::world_info().rank;
+  const int rank = rendezvous::world_info().rank;
   auto world = init_process_group({.timeout = seconds(60), .shared_memory = rank % 2 == 0});
   const bool alone = world->size() == 1;  // a world of one: nobody declines
   require(world->backend_name() == (alone ? "shm" : "gloo"),
@@ -675,7 +676,7 @@ int nccl() {
     say("no CUDA device: skipped");
     return 0;
   }
-  const Device gpu = Device::cuda(rpc::world_info().local_rank);
+  const Device gpu = Device::cuda(rendezvous::world_info().local_rank);
   auto pg = init_process_group({.timeout = seconds(60)});
   const int rank = pg->rank(), size = pg->size();
   for (DType dtype : {kFloat32, kFloat64, kInt64, kFloat16, kBFloat16}) {

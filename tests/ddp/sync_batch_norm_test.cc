@@ -12,7 +12,7 @@
 #include "autograd/ops.h"
 #include "core/random.h"
 #include "ddp/process_group.h"
-#include "rpc/net_util.h"
+#include "rendezvous/net_util.h"
 
 namespace distgrad::ddp {
 namespace {
@@ -23,7 +23,7 @@ class SyncBatchNormTest : public ::testing::Test {
     ::unsetenv("RANK");
     ::unsetenv("WORLD_SIZE");
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", std::to_string(rpc::pick_free_port()).c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(rendezvous::pick_free_port()).c_str(), 1);
     init_process_group({.backend = Backend::kCpu, .timeout = std::chrono::seconds(30)});
   }
   static void TearDownTestSuite() { destroy_process_group(); }

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "rpc/world.h"
+#include "rendezvous/world.h"
 #include "tests/rpc/scenario.h"  // Failure, str, require
 
 namespace distgrad::ddp::testing {
@@ -27,7 +27,7 @@ using rpc::testing::str;
 // Prints "[rank N] parts..." as one line.
 template <typename... Parts>
 void say(const Parts&... parts) {
-  const std::string line = str("[rank ", rpc::world_info().rank, "] ", parts..., "\n");
+  const std::string line = str("[rank ", rendezvous::world_info().rank, "] ", parts..., "\n");
   std::fputs(line.c_str(), stdout);
   std::fflush(stdout);
 }
@@ -61,7 +61,7 @@ inline int run_scenario(int argc, char** argv, const std::map<std::string, std::
   try {
     return scenario->second();
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "[rank %d] error: %s\n", rpc::world_info().rank, error.what());
+    std::fprintf(stderr, "[rank %d] error: %s\n", rendezvous::world_info().rank, error.what());
     std::fflush(stderr);
     return 1;
   }

@@ -168,5 +168,11 @@ TEST(DistAutogradErrors, WorkerKilledMidBackwardFailsThePassWithoutAHang) {
   EXPECT_THAT(results[0].output, HasSubstr("no live contexts on the survivors")) << results[0];
 }
 
+TEST(DistAutogradSetup, AContextIsRefusedWhenRpcRunsWithoutTheInterceptor) {
+  const std::vector<ProcessResult> results = run_scenario("without_interceptor");
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("without the interceptor: autograd::Context refused")) << results[0];
+}
+
 }  // namespace
 }  // namespace distgrad::rpc::testing

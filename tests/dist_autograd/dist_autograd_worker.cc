@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/distributed/dist_autograd.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -36,10 +35,12 @@
 #include "core/creation.h"
 #include "core/ops.h"
 #include "core/random.h"
+#include "dist_autograd/dist_autograd.h"
+#include "dist_autograd/init_rpc.h"
 #include "rpc/rpc.h"
 #include "tests/rpc/scenario.h"
 
-namespace distgrad::autograd::distributed {
+namespace distgrad::autograd {
 namespace {
 
 using namespace std::chrono_literals;
@@ -200,14 +201,14 @@ std::vector<bool> requires_grad_of(Tensor a, Tensor b, Tensor c) {
 DISTGRAD_REMOTE(requires_grad_of);
 
 // What the driver asks the workers about their state.
-int64_t live_contexts() { return static_cast<int64_t>(num_live_contexts()); }
+int64_t live_contexts() { return static_cast<int64_t>(dist_autograd::num_live_contexts()); }
 DISTGRAD_REMOTE(live_contexts);
 Tensor param_value() { return ops::clone(worker_param().detach()); }
 DISTGRAD_REMOTE(param_value);
 // The gradient of this worker's parameter in the context (get_gradients on this worker); empty
 // when the context has none for it or is not here.
 std::optional<Tensor> param_gradient(int64_t context_id) {
-  if (ContextContainer::instance().find(context_id) == nullptr) return std::nullopt;
+  if (dist_autograd::ContextContainer::instance().find(context_id) == nullptr) return std::nullopt;
   const GradientMap gradients = get_gradients(context_id);
   if (!gradients.contains(worker_param())) return std::nullopt;
   return gradients.at(worker_param());
@@ -225,7 +226,7 @@ std::string get_gradients_error(int64_t context_id) {
 DISTGRAD_REMOTE(get_gradients_error);
 // The number of this worker's leaves with a gradient in the context; -1 when the context is not here.
 int64_t gradient_count(int64_t context_id) {
-  const ContextPtr context = ContextContainer::instance().find(context_id);
+  const dist_autograd::ContextPtr context = dist_autograd::ContextContainer::instance().find(context_id);
   return context == nullptr ? -1 : static_cast<int64_t>(GradientMap(context->gradients()).size());
 }
 DISTGRAD_REMOTE(gradient_count);
@@ -596,7 +597,7 @@ int no_grad() {
       require(rpc_sync(1, &requires_grad_of, p, q, r) == std::vector<bool>{false, false, false},
               "a tensor without grad arrived requiring grad");
       require_close("the result", r, p + q);
-      const ContextPtr state = ContextContainer::instance().find(ctx.id());
+      const dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(ctx.id());
       require(state->send_functions().empty() && state->workers().empty(), "calls without grad recorded ",
               state->send_functions().size(), " send functions to ", state->workers().size(), " workers");
       require(rpc_sync(1, &live_contexts) == 0, "worker1 created a context for calls without grad");
@@ -607,7 +608,7 @@ int no_grad() {
       NoGradGuard no_grad;
       const Tensor r = rpc_sync(1, &my_add, t1, t2);
       require_close("the result", r, t1.detach() + t2.detach());
-      const ContextPtr state = ContextContainer::instance().find(ctx.id());
+      const dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(ctx.id());
       require(state->send_functions().empty() && state->workers().empty(),
               "calls made with grad mode off recorded send functions");
       require(rpc_sync(1, &live_contexts) == 0, "worker1 created a context for calls made with grad mode off");
@@ -629,7 +630,7 @@ int same_tensor_two_workers() {
     require_close("t.grad() (summed over worker1, worker2 and the driver)", t.grad(), expected[0]);
     require_close("w.grad()", w.grad(), expected[1]);
     require_close("get_gradients[t]", get_gradients(ctx).at(t), expected[0]);
-    const std::set<int> workers = ContextContainer::instance().find(ctx.id())->workers();
+    const std::set<int> workers = dist_autograd::ContextContainer::instance().find(ctx.id())->workers();
     require(workers == std::set<int>{1, 2}, "the context talked to ", workers.size(), " workers, expected 2");
     say("same tensor to two workers: the gradients are summed, matching the local reference");
   });
@@ -1025,6 +1026,20 @@ int killed_worker() {
   return 0;
 }
 
+// RPC started without distributed autograd's interceptor (rpc::start_agent): a context is refused,
+// naming the cure, rather than recording nothing across workers.
+int without_interceptor() {
+  rpc::start_agent(test_options());
+  if (get_rank() == 0) {
+    const std::string message = expect_error("a context without the interceptor", [] { Context ctx; });
+    require_contains(message, "without distributed autograd's call interceptor", "the error");
+    require_contains(message, "init_rpc", "the error");
+    say("without the interceptor: autograd::Context refused: ", message);
+  }
+  rpc::shutdown(true);
+  return 0;
+}
+
 const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
       {"docs_example", docs_example},
@@ -1048,13 +1063,14 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"forward_error", forward_error},
       {"backward_error", backward_error},
       {"killed_worker", killed_worker},
+      {"without_interceptor", without_interceptor},
   };
   return *table;
 }
 
 }  // namespace
-}  // namespace distgrad::autograd::distributed
+}  // namespace distgrad::autograd
 
 int main(int argc, char** argv) {
-  return distgrad::rpc::testing::scenario_main(argc, argv, distgrad::autograd::distributed::scenarios());
+  return distgrad::rpc::testing::scenario_main(argc, argv, distgrad::autograd::scenarios());
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "dist_autograd/init_rpc.h"
 #include "rpc/rpc.h"
 
 namespace {

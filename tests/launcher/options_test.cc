@@ -17,7 +17,7 @@ namespace {
 using ::testing::ElementsAre;
 
 // An environment made of `variables` only.
-rpc::EnvLookup environment(std::map<std::string, std::string> variables = {}) {
+rendezvous::EnvLookup environment(std::map<std::string, std::string> variables = {}) {
   return [variables = std::move(variables)](std::string_view name) -> std::optional<std::string> {
     auto it = variables.find(std::string(name));
     if (it == variables.end()) return std::nullopt;
@@ -161,7 +161,7 @@ TEST(WorkerEnvironment, RanksOfTheSecondNodeOfTwo) {
   EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(env["PATH"], "/usr/bin");
   // What distgrad's world info reads back from it.
-  const rpc::WorldInfo world = rpc::read_world_info(environment(env));
+  const rendezvous::WorldInfo world = rendezvous::read_world_info(environment(env));
   EXPECT_EQ(world.rank, 4);
   EXPECT_EQ(world.world_size, 6);
   EXPECT_EQ(world.local_rank, 1);

@@ -24,6 +24,7 @@ void check(bool condition, const std::string& what) {
 }
 
 void check_close(const Tensor& actual, const Tensor& expected, const std::string& what, double rtol = 1e-12) {
+  check(actual.defined(), what + ": undefined, expected a tensor of shape " + dg::shape_str(expected.sizes()));
   check(actual.sizes() == expected.sizes(),
         what + ": shape " + dg::shape_str(actual.sizes()) + ", expected " + dg::shape_str(expected.sizes()));
   check(dg::ops::allclose(actual, expected, rtol, 1e-12),

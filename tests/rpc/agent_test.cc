@@ -118,10 +118,17 @@ TEST(AgentCalls, CallsArrivingBeforeTheCalleesInitRpcReturnsWaitForIt) {
   EXPECT_THAT(results[0].output, HasSubstr("early calls: every nested call found RPC running")) << results[0];
 }
 
-TEST(AgentCalls, HooksSetIdsThatArriveWithTheTensorCountsOnBothSides) {
-  const std::vector<ProcessResult> results = run_scenario("hooks", 2);
+TEST(AgentCalls, InterceptorBytesArriveWithTheTensorCountsOnBothSides) {
+  const std::vector<ProcessResult> results = run_scenario("interceptors", 2);
   ASSERT_TRUE(all_succeeded(results));
   EXPECT_THAT(results[0].output, HasSubstr("ids and tensor counts arrived on both sides")) << results[0];
+}
+
+TEST(AgentCalls, ACalleeWithoutTheCallersInterceptorRefusesItsCallsNamingIt) {
+  const std::vector<ProcessResult> results = run_scenario("interceptor_missing_on_the_callee", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("carries bytes for the call interceptor 'recording'")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("on worker1")) << results[0];
 }
 
 TEST(AgentCalls, DeviceMapsKeepCudaTensorsOnTheMappedDevice) {

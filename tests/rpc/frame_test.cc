@@ -1,15 +1,22 @@
 // Frames: round trips of calls and replies, and every way a received message can be wrong.
 #include "rpc/frame.h"
 
+#include <gmock/gmock.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 
+#include "core/creation.h"
 #include "core/ops.h"
 #include "rpc/codec.h"
 #include "tests/core/test_util.h"
+#include "transport/shared_memory.h"
 
 namespace distgrad::rpc {
 namespace {
+
+using ::testing::HasSubstr;
 
 struct Built {
   wire::CallHeader header;
@@ -141,6 +148,57 @@ TEST(Frame, RandomBytesNeverCrash) {
     } catch (const CodecError&) {
     }
   }
+}
+
+Tensor floats(int64_t n) { return arange(0, static_cast<double>(n), 1.0); }
+
+std::string codec_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const CodecError& error) {
+    return error.what();
+  }
+  return "no CodecError";
+}
+
+// Frames: a tensor in shared memory needs a reader, and a frame that fails to decode releases the
+// segments it named after the bad tensor.
+TEST(SharedMemoryFrames, TensorsInSegmentsDecodeThroughTheReaderOnly) {
+  transport::shm::SendPool pool(size_t{1} << 30);
+  transport::shm::PeerSegments receiver(::getpid());
+  const Tensor tensor = floats(2000);
+  wire::ReplyHeader header;
+  WireTensor wire{tensor, Device::cpu(), pool.put(tensor)};
+  describe_tensor(wire, header.add_tensors());
+  header.set_payload_bytes(0);
+  const grpc::ByteBuffer frame = encode_frame(header, "", {wire});
+  wire::ReplyHeader decoded_header;
+  EXPECT_THAT(codec_error([&] { decode_frame(frame, decoded_header); }), HasSubstr("shared-memory segment"));
+  const SharedTensorReader reader = [&](const transport::shm::SegmentRef& ref, const Shape& sizes, DType dtype) {
+    return receiver.view(ref, sizes, dtype);
+  };
+  const DecodedFrame decoded = decode_frame(frame, decoded_header, reader);
+  ASSERT_EQ(decoded.tensors.size(), 1u);
+  EXPECT_TRUE(ops::equal(decoded.tensors[0], tensor));
+}
+
+TEST(SharedMemoryFrames, AFrameThatFailsReleasesTheSegmentsItNamed) {
+  transport::shm::SendPool pool(size_t{1} << 16);  // room for one segment
+  transport::shm::PeerSegments receiver(::getpid());
+  const Tensor tensor = floats(2000);
+  wire::ReplyHeader header;
+  WireTensor bad{floats(4), Device::cpu(), std::nullopt};
+  WireTensor shared{tensor, Device::cpu(), pool.put(tensor)};
+  describe_tensor(bad, header.add_tensors());
+  describe_tensor(shared, header.add_tensors());
+  header.mutable_tensors(0)->set_nbytes(3);  // cannot be 4 float32 values
+  const grpc::ByteBuffer frame = encode_frame(header, "", {bad, shared});
+  const SharedTensorReader reader = [&](const transport::shm::SegmentRef& ref, const Shape& sizes, DType dtype) {
+    return receiver.view(ref, sizes, dtype);
+  };
+  wire::ReplyHeader decoded_header;
+  EXPECT_THAT(codec_error([&] { decode_frame(frame, decoded_header, reader); }), HasSubstr("cannot have 3 bytes"));
+  EXPECT_TRUE(pool.put(tensor).has_value());  // the only segment is free again
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <thread>
 
-#include "rpc/net_util.h"
+#include "rendezvous/net_util.h"
 
 extern char** environ;
 
@@ -254,7 +254,7 @@ std::vector<ProcessResult> run_world(const std::string& binary, const std::vecto
   if (world_size <= 0) throw std::invalid_argument("run_world: world_size must be positive");
   std::vector<ProcessResult> results;
   for (int attempt = 0; attempt < kPortTries; ++attempt) {
-    results = run_once(binary, args, world_size, options, pick_free_port());
+    results = run_once(binary, args, world_size, options, rendezvous::pick_free_port());
     const bool port_taken = !results[0].succeeded() && results[0].output.find(kPortTaken) != std::string::npos;
     if (!port_taken) break;
   }

@@ -1,6 +1,7 @@
 // A worker that registers two functions under one name: init_rpc must refuse to start, naming it
 // (run by tests/rpc/agent_test.cc; a registry holds every function of a process, so this needs a
 // binary of its own).
+#include "dist_autograd/init_rpc.h"
 #include "rpc/rpc.h"
 
 namespace {

@@ -30,6 +30,7 @@
 
 #include "core/cuda.h"
 #include "core/ops.h"
+#include "dist_autograd/init_rpc.h"
 #include "rpc/frame.h"
 #include "rpc/rpc.h"
 #include "tests/rpc/scenario.h"
@@ -330,12 +331,18 @@ std::string device_of(Tensor x) { return x.device().str(); }
 DISTGRAD_REMOTE(device_of);
 
 // ---------------------------------------------------------------------------------------------
-// Hooks: ids set on requests and replies, and what the other side received.
+// Interceptors: ids a recording interceptor puts on requests and replies, and what the other side
+// received.
+
+struct Ids {
+  uint64_t context_id = 0;
+  uint64_t message_id = 0;
+};
 
 struct Seen {
   int peer = -1;
   int64_t tensors = 0;
-  AutogradIds ids;
+  Ids ids;
 };
 std::mutex seen_mutex;  // guards requests_sent, requests_seen and replies_seen
 std::vector<Seen> requests_sent, requests_seen, replies_seen;
@@ -346,33 +353,46 @@ thread_local uint64_t context_in_scope = 0;  // set by on_request's scope while 
 uint64_t request_context(int rank) { return 1000 + static_cast<uint64_t>(rank); }
 uint64_t reply_context(int rank) { return 2000 + static_cast<uint64_t>(rank); }
 
-CallHooks recording_hooks() {
-  CallHooks hooks;
-  hooks.before_request = [](int to, const std::vector<Tensor>& tensors, AutogradIds& ids) {
-    ids.context_id = request_context(get_rank());
-    ids.message_id = next_message_id++;
+// Ids as the interceptor's bytes ("CONTEXT/MESSAGE"), and back (0/0 for no bytes).
+std::string ids_bytes(const Ids& ids) { return std::to_string(ids.context_id) + "/" + std::to_string(ids.message_id); }
+Ids ids_of(std::string_view bytes) {
+  if (bytes.empty()) return {};
+  const size_t slash = bytes.find('/');
+  require(slash != std::string_view::npos, "malformed interceptor bytes '", std::string(bytes), "'");
+  return {std::stoull(std::string(bytes.substr(0, slash))), std::stoull(std::string(bytes.substr(slash + 1)))};
+}
+
+class RecordingInterceptor final : public CallInterceptor {
+ public:
+  std::string_view name() const override { return "recording"; }
+
+  std::string before_request(const CallSite& call, const std::vector<Tensor>& tensors) override {
+    const Ids ids{request_context(get_rank()), next_message_id++};
     std::lock_guard<std::mutex> lock(seen_mutex);
-    requests_sent.push_back({to, static_cast<int64_t>(tensors.size()), ids});
-  };
-  hooks.on_request = [](int from, std::vector<Tensor>& tensors, const std::vector<bool>&,
-                        const AutogradIds& ids) -> std::shared_ptr<void> {
+    requests_sent.push_back({call.peer, static_cast<int64_t>(tensors.size()), ids});
+    return ids_bytes(ids);
+  }
+
+  std::shared_ptr<void> on_request(const CallSite& call, std::vector<Tensor>& tensors,
+                                   std::string_view bytes) override {
+    const Ids ids = ids_of(bytes);
     {
       std::lock_guard<std::mutex> lock(seen_mutex);
-      requests_seen.push_back({from, static_cast<int64_t>(tensors.size()), ids});
+      requests_seen.push_back({call.peer, static_cast<int64_t>(tensors.size()), ids});
     }
     context_in_scope = ids.context_id;
     return std::shared_ptr<void>(nullptr, [](void*) { context_in_scope = 0; });
-  };
-  hooks.before_reply = [](int, const std::vector<Tensor>&, AutogradIds& ids) {
-    ids.context_id = reply_context(get_rank());
-    ids.message_id = next_message_id++;
-  };
-  hooks.on_reply = [](int from, std::vector<Tensor>& tensors, const std::vector<bool>&, const AutogradIds& ids) {
+  }
+
+  std::string before_reply(const CallSite&, const std::vector<Tensor>&) override {
+    return ids_bytes({reply_context(get_rank()), next_message_id++});
+  }
+
+  void on_reply(const CallSite& call, std::vector<Tensor>& tensors, std::string_view bytes) override {
     std::lock_guard<std::mutex> lock(seen_mutex);
-    replies_seen.push_back({from, static_cast<int64_t>(tensors.size()), ids});
-  };
-  return hooks;
-}
+    replies_seen.push_back({call.peer, static_cast<int64_t>(tensors.size()), ids_of(bytes)});
+  }
+};
 
 using SeenRecord = std::tuple<int64_t, int64_t, uint64_t, uint64_t>;  // peer, tensors, context, message
 SeenRecord record_of(const Seen& seen) { return {seen.peer, seen.tensors, seen.ids.context_id, seen.ids.message_id}; }
@@ -1010,8 +1030,8 @@ int security_token() {
         Decoder in(reply.payload, reply.tensors);
         require(Codec<int64_t>::decode(in) == 42, "the raw call returned another sum");
         // The Store refuses a wrong token too.
-        const WorldInfo& world = world_info();
-        StoreClient intruder(world.master_addr + ":" + std::to_string(world.master_port), wrong, 5s);
+        const rendezvous::WorldInfo& world = rendezvous::world_info();
+        rendezvous::StoreClient intruder(world.master_addr + ":" + std::to_string(world.master_port), wrong, 5s);
         require_contains(
             expect_error("the store with a wrong token", [&] { intruder.get(testing::rendezvous_entry_key(1)); }),
             "refused the job token", "the store");
@@ -1031,7 +1051,7 @@ int insecure_refused() {
 
 int simple_call() {
   return auto_init_rpc(nullptr, rank_zero_only([] {
-                         say("MASTER_ADDR=", world_info().master_addr);
+                         say("MASTER_ADDR=", rendezvous::world_info().master_addr);
                          require(rpc_sync(1, &add_ints, 40, 2) == 42, "add_ints on worker1");
                          require(rpc_sync(0, &add_ints, 1, 2) == 3, "add_ints on worker0");
                        }),
@@ -1131,10 +1151,13 @@ int shutdown_in_flight() {
   return 0;
 }
 
-int hooks() {
-  init_rpc(test_options());
-  agent().set_hooks(recording_hooks());
-  barrier();  // every rank has its hooks before any call
+// The agent carries each interceptor's bytes, and runs it with the call's peer, function and
+// tensors on both sides; on_request's scope lasts while the function runs.
+int interceptors() {
+  RpcOptions options = test_options();
+  options.interceptors.push_back(std::make_shared<RecordingInterceptor>());
+  start_agent(options);
+  barrier();
   if (get_rank() == 0) {
     const auto [a, b, context] = rpc_sync(1, &hooked, std::vector<Tensor>{ones({2}), ones({2}), ones({2})});
     require(same_tensor(a, full({2}, 3.0)) && same_tensor(b, a), "hooked returned the wrong sums");
@@ -1174,6 +1197,22 @@ int hooks() {
       require(from_worker1, "worker0 never saw worker1's request with its ids");
     }
     say("ids and tensor counts arrived on both sides");
+  }
+  shutdown(true);
+  return 0;
+}
+
+// Rank 0 runs the recording interceptor, rank 1 none: rank 1 refuses rank 0's calls, naming it.
+int interceptor_missing_on_the_callee() {
+  RpcOptions options = test_options();
+  if (get_rank() == 0) options.interceptors.push_back(std::make_shared<RecordingInterceptor>());
+  start_agent(options);
+  barrier();
+  if (get_rank() == 0) {
+    const RemoteError error =
+        expect_remote_error("a call with bytes for an interceptor worker1 lacks", StatusCode::kFailedPrecondition,
+                            [] { rpc_sync(1, &hooked, std::vector<Tensor>{ones({2})}); });
+    say("refused: ", error.what());
   }
   shutdown(true);
   return 0;
@@ -1230,7 +1269,8 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"simple_call", simple_call},
       {"garbage_frames", garbage_frames},
       {"shutdown_in_flight", shutdown_in_flight},
-      {"hooks", hooks},
+      {"interceptors", interceptors},
+      {"interceptor_missing_on_the_callee", interceptor_missing_on_the_callee},
       {"device_maps", device_maps},
       {"tls", tls},
   };

@@ -28,6 +28,7 @@
 
 #include "core/creation.h"
 #include "core/ops.h"
+#include "dist_autograd/init_rpc.h"
 #include "rpc/call_socket.h"
 #include "rpc/rpc.h"
 #include "tests/rpc/scenario.h"

@@ -1,0 +1,98 @@
+// BackwardPass: one distributed backward pass as one worker takes part in it. The driver begins
+// it in its context (DistAutogradContext::begin_pass); each worker its gradient messages reach
+// joins it under the same id; the RecvBackward nodes the local engine meets hand their gradients
+// to it through their context (send_gradients). The pass holds its runs of the local engine,
+// each known by the thread that runs it (the engine runs a graph on the calling thread), so a
+// RecvBackward's gradients go to the run that reached it. Nothing of a pass lives in
+// thread-locals.
+//
+// Note [Graphs kept through a pass]
+// Gradients reach a worker's graph from several places in one backward pass: the driver's
+// roots, and each message whose SendBackward receives gradients from a peer; these arrive as
+// separate local runs of the engine, possibly on different threads, and their subgraphs may
+// overlap. Each run therefore keeps its graph (backward is linear, so running overlapping parts
+// separately sums the right gradients), and the saved tensors are released once, after the
+// whole pass, on every worker that took part, unless retain_graph asked to keep them. The next
+// pass of the context waits until every worker has released them: one that ran meanwhile would
+// read saved tensors while they are being freed, or miss the "second time" error.
+//
+// Note [Gradient messages in flight]
+// A RecvBackward does not wait for its message: the local engine goes on with the rest of the
+// graph, so the gradients of every remote call of a pass travel, and the workers run their
+// parts, at the same time (a meta-batch of 16 tasks over 3 workers would otherwise run one task
+// after the other). A run awaits every message it sent before it ends (continuing from the
+// gradients their replies bring, which may send more), so a pass still ends when every hop it
+// started has ended, and the first failure among them (or the engine's own) is the run's error.
+// Gradients a run owes to the worker whose message started it travel back in the reply to that
+// message rather than as a message of their own, and the caller's pass goes on from them when the
+// reply arrives: a remote call's backward costs one round trip, not two (a task's query loss goes
+// back to the worker that adapted it; the gradient of the parameters it was sent comes back with
+// the reply).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "autograd/node.h"
+#include "rpc/future.h"
+
+namespace distgrad::dist_autograd {
+
+class DistAutogradContext;
+
+// Gradients for send functions of one worker: (message id, one gradient per tensor of the
+// message).
+using ReturnedGradients = std::vector<std::pair<int64_t, std::vector<Tensor>>>;
+
+class BackwardPass {
+ public:
+  BackwardPass(int64_t id, bool retain_graph) : id_(id), retain_graph_(retain_graph) {}
+  BackwardPass(const BackwardPass&) = delete;
+  BackwardPass& operator=(const BackwardPass&) = delete;
+
+  int64_t id() const { return id_; }
+  bool retain_graph() const { return retain_graph_; }
+
+  // Runs this worker's part of the pass from `roots` (edges) with `grads` on this thread,
+  // accumulating leaves into `context`, then awaits every message the run sent (Note [Gradient
+  // messages in flight]). Returns the gradients owed to `caller`, the worker whose message
+  // started the run (-1: none; everything is sent).
+  ReturnedGradients run(DistAutogradContext& context, const std::vector<autograd::Edge>& roots,
+                        autograd::TensorList grads, int caller);
+
+  // Gradients for the SendBackward of `message_id` on `worker`, from the run on this thread: in
+  // its reply when `worker` started it, else in a message the run awaits. Returns false, sending
+  // nothing, when no run of this pass is on this thread (a local backward reached the node).
+  bool send_gradients(int64_t context_id, int worker, int64_t message_id, std::vector<Tensor>& grads);
+
+ private:
+  // A run of the local engine, from its start to its reply. Its fields belong to its thread.
+  struct Run {
+    std::thread::id thread;
+    int caller;
+    ReturnedGradients for_caller;
+    std::vector<rpc::Future<ReturnedGradients>> sent;
+  };
+
+  // The run on this thread, or null.
+  Run* run_on_this_thread();
+
+  const int64_t id_;
+  const bool retain_graph_;
+  std::mutex runs_mutex_;  // guards the list runs_ (not the runs: each belongs to its thread)
+  std::list<Run> runs_ ABSL_GUARDED_BY(runs_mutex_);
+};
+
+// RecvBackward's way out: sends `grads` (one per tensor of the message) to the SendBackward of
+// `message_id` on `worker`, through the pass running in `context`; outside a pass (a local
+// backward reached the node) as a pass of their own, which returns once `worker`'s part (and
+// everything it started) has finished.
+void send_gradients(DistAutogradContext& context, int worker, int64_t message_id, std::vector<Tensor> grads);
+
+}  // namespace distgrad::dist_autograd

@@ -1,0 +1,168 @@
+#include "dist_autograd/context.h"
+
+#include "autograd/autograd_meta.h"
+#include "autograd/ops.h"
+#include "core/ops.h"
+#include "dist_autograd/backward_pass.h"
+#include "dist_autograd/send_recv_backward.h"
+#include "rendezvous/world.h"
+
+namespace distgrad::dist_autograd {
+
+using autograd::Node;
+namespace {
+
+constexpr int kWorkerIdShift = 48;
+constexpr int64_t kCounterMask = (int64_t{1} << kWorkerIdShift) - 1;
+
+thread_local ContextPtr thread_context;
+
+}  // namespace
+
+void DistAutogradContext::add_send(int64_t message_id, std::shared_ptr<SendBackward> send) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sends_[message_id] = std::move(send);
+}
+
+void DistAutogradContext::add_recv(int64_t message_id, std::shared_ptr<RecvBackward> recv) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recvs_[message_id] = std::move(recv);
+}
+
+std::shared_ptr<SendBackward> DistAutogradContext::send(int64_t message_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sends_.find(message_id);
+  DISTGRAD_CHECK(it != sends_.end(), "distributed autograd: context ", id_, " has no send function for message ",
+                 message_id, " on ",
+                 rendezvous::worker_name(rendezvous::world_info().rank, rendezvous::world_info().world_size));
+  return it->second;
+}
+
+std::vector<std::shared_ptr<Node>> DistAutogradContext::send_functions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::shared_ptr<Node>> sends;
+  for (const auto& [message_id, send] : sends_) sends.push_back(send);
+  return sends;
+}
+
+void DistAutogradContext::add_worker(int rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  workers_.insert(rank);
+}
+
+std::set<int> DistAutogradContext::workers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return workers_;
+}
+
+void DistAutogradContext::add_to(LeafGradients& gradients, const Tensor& leaf, const Tensor& grad) {
+  // Kept without a copy: the engine never writes a gradient in place once it is handed over, and
+  // later ones are added out of place, so the two maps may share the first (accumulate_grad
+  // copies a shared tensor before it adds into .grad in place).
+  auto [entry, inserted] = gradients.try_emplace(leaf.autograd_meta(), LeafGradient{leaf, grad});
+  if (!inserted) entry->second.grad = ops::add(entry->second.grad, grad);
+}
+
+void DistAutogradContext::accumulate(const Tensor& leaf, const Tensor& grad) {
+  if (!grad.defined()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  add_to(gradients_, leaf, grad);
+  if (recording_pass_) add_to(pass_gradients_, leaf, grad);
+}
+
+std::vector<LeafGradient> DistAutogradContext::gradients() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<LeafGradient> result;
+  for (const auto& [key, entry] : gradients_) result.push_back(entry);
+  return result;
+}
+
+std::shared_ptr<BackwardPass> DistAutogradContext::begin_pass(int64_t pass_id, bool retain_graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DISTGRAD_CHECK(!recording_pass_, "backward: a backward pass of context ", id_,
+                 " is already running (one pass per context at a time)");
+  recording_pass_ = true;
+  pass_gradients_.clear();
+  pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
+  return pass_;
+}
+
+std::shared_ptr<BackwardPass> DistAutogradContext::join_pass(int64_t pass_id, bool retain_graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pass_ == nullptr || pass_->id() != pass_id) pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
+  return pass_;
+}
+
+std::shared_ptr<BackwardPass> DistAutogradContext::pass() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pass_;
+}
+
+std::vector<LeafGradient> DistAutogradContext::end_pass() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recording_pass_ = false;
+  pass_ = nullptr;
+  std::vector<LeafGradient> result;
+  for (auto& [key, entry] : pass_gradients_) result.push_back(std::move(entry));
+  pass_gradients_.clear();
+  return result;
+}
+
+bool DistAutogradContext::mark_pass_released(int64_t pass_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return released_passes_.insert(pass_id).second;
+}
+
+ContextContainer& ContextContainer::instance() {
+  static auto* container = new ContextContainer;  // never destroyed: contexts may outlive main
+  return *container;
+}
+
+int64_t ContextContainer::worker_prefix() const { return int64_t{rendezvous::world_info().rank} << kWorkerIdShift; }
+
+ContextPtr ContextContainer::create() {
+  const int64_t id = worker_prefix() | (next_context_.fetch_add(1) & kCounterMask);
+  auto context = std::make_shared<DistAutogradContext>(id);
+  std::lock_guard<std::mutex> lock(mutex_);
+  contexts_[id] = context;
+  return context;
+}
+
+ContextPtr ContextContainer::get_or_create(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ContextPtr& context = contexts_[id];
+  if (!context) context = std::make_shared<DistAutogradContext>(id);
+  return context;
+}
+
+ContextPtr ContextContainer::find(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = contexts_.find(id);
+  return it == contexts_.end() ? nullptr : it->second;
+}
+
+ContextPtr ContextContainer::release(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return nullptr;
+  ContextPtr context = std::move(it->second);
+  contexts_.erase(it);
+  return context;
+}
+
+size_t ContextContainer::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return contexts_.size();
+}
+
+int64_t ContextContainer::next_message_id() { return worker_prefix() | (next_message_.fetch_add(1) & kCounterMask); }
+
+ContextPtr current_context() { return thread_context; }
+
+ContextScope::ContextScope(ContextPtr context) : previous_(std::move(thread_context)) {
+  thread_context = std::move(context);
+}
+
+ContextScope::~ContextScope() { thread_context = std::move(previous_); }
+
+}  // namespace distgrad::dist_autograd

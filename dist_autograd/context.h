@@ -1,0 +1,133 @@
+// Distributed autograd contexts: the state one forward and backward pass leaves on a worker.
+//
+// A DistAutogradContext is created by the driver (autograd::Context, dist_autograd/
+// dist_autograd.h) and joined by every worker a call inside it reaches, under the same id. It
+// holds the SendBackward and RecvBackward nodes of the calls (keyed by message id), the
+// gradients accumulated for this worker's leaves, the workers it exchanged messages with (so a
+// release reaches all of them) and the backward pass running in it (dist_autograd/
+// backward_pass.h), which its RecvBackward nodes reach through it. One mutex guards all of it.
+//
+// Ids are `worker_id << 48 | counter`, unique across the job without coordination. The current
+// context of a thread is set by ContextScope (the driver's autograd::Context, the handler of a
+// call made inside a context).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "autograd/node.h"
+
+namespace distgrad::dist_autograd {
+
+class BackwardPass;
+class SendBackward;
+class RecvBackward;
+
+// A leaf tensor and the gradient accumulated for it.
+struct LeafGradient {
+  Tensor leaf;
+  Tensor grad;
+};
+
+class DistAutogradContext {
+ public:
+  explicit DistAutogradContext(int64_t id) : id_(id) {}
+
+  int64_t id() const { return id_; }
+
+  void add_send(int64_t message_id, std::shared_ptr<SendBackward> send);
+  void add_recv(int64_t message_id, std::shared_ptr<RecvBackward> recv);
+  // The send function of a message; throws naming the context and the message when unknown.
+  std::shared_ptr<SendBackward> send(int64_t message_id) const;
+  std::vector<std::shared_ptr<autograd::Node>> send_functions() const;
+
+  void add_worker(int rank);
+  std::set<int> workers() const;
+
+  // Adds `grad` to the gradient of `leaf` in this context (and in the current pass, see
+  // begin_pass).
+  void accumulate(const Tensor& leaf, const Tensor& grad);
+  std::vector<LeafGradient> gradients() const;
+
+  // The driver: starts backward pass `pass_id` here and records the gradients it brings this
+  // worker's leaves separately (the driver adds exactly those into .grad); end_pass returns
+  // them. Throws when a pass of this context is already running.
+  std::shared_ptr<BackwardPass> begin_pass(int64_t pass_id, bool retain_graph);
+  std::vector<LeafGradient> end_pass();
+  // A worker that pass `pass_id`'s gradients reached: the pass, begun here on first contact.
+  std::shared_ptr<BackwardPass> join_pass(int64_t pass_id, bool retain_graph);
+  // The pass running in this context (the last one begun or joined), or null.
+  std::shared_ptr<BackwardPass> pass() const;
+
+  // Records that the graph of pass `pass_id` was released here; false when it already was.
+  bool mark_pass_released(int64_t pass_id);
+
+ private:
+  using LeafGradients = std::unordered_map<const void*, LeafGradient>;  // keyed by the leaf's autograd state
+  static void add_to(LeafGradients& gradients, const Tensor& leaf, const Tensor& grad);
+
+  const int64_t id_;
+  mutable std::mutex mutex_;  // guards everything below
+  std::map<int64_t, std::shared_ptr<SendBackward>> sends_ ABSL_GUARDED_BY(mutex_);
+  std::map<int64_t, std::shared_ptr<RecvBackward>> recvs_ ABSL_GUARDED_BY(mutex_);
+  std::set<int> workers_ ABSL_GUARDED_BY(mutex_);
+  LeafGradients gradients_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<BackwardPass> pass_ ABSL_GUARDED_BY(mutex_);
+  bool recording_pass_ ABSL_GUARDED_BY(mutex_) = false;
+  LeafGradients pass_gradients_ ABSL_GUARDED_BY(mutex_);
+  std::set<int64_t> released_passes_ ABSL_GUARDED_BY(mutex_);
+};
+
+using ContextPtr = std::shared_ptr<DistAutogradContext>;
+
+// The contexts of this process.
+class ContextContainer {
+ public:
+  static ContextContainer& instance();
+
+  // A new context with a fresh id (the driver's).
+  ContextPtr create();
+  // The context `id`, joined (created) on first contact.
+  ContextPtr get_or_create(int64_t id);
+  // The context `id`, or null when it is not (or no longer) here.
+  ContextPtr find(int64_t id) const;
+  // Removes the context; returns it (null when it was not here).
+  ContextPtr release(int64_t id);
+  size_t size() const;
+
+  int64_t next_message_id();
+
+ private:
+  int64_t worker_prefix() const;
+
+  mutable std::mutex mutex_;  // guards contexts_
+  std::unordered_map<int64_t, ContextPtr> contexts_ ABSL_GUARDED_BY(mutex_);
+  // Counters start at 1: the ids of worker 0 would otherwise begin with 0, which the wire
+  // uses for "no context".
+  std::atomic<int64_t> next_context_{1};
+  std::atomic<int64_t> next_message_{1};
+};
+
+// The current context of this thread, or null.
+ContextPtr current_context();
+
+// Makes `context` (possibly null) this thread's current context for the scope.
+class ContextScope {
+ public:
+  explicit ContextScope(ContextPtr context);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  ContextPtr previous_;
+};
+
+}  // namespace distgrad::dist_autograd

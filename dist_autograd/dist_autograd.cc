@@ -1,0 +1,243 @@
+#include "dist_autograd/dist_autograd.h"
+
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/autograd_meta.h"
+#include "autograd/grad_mode.h"
+#include "core/creation.h"
+#include "dist_autograd/backward_pass.h"
+#include "dist_autograd/interceptor.h"
+#include "dist_autograd/send_recv_backward.h"
+#include "rendezvous/world.h"
+#include "rpc/rpc.h"
+
+namespace distgrad::dist_autograd {
+namespace {
+
+using autograd::Edge;
+using autograd::Node;
+using autograd::TensorList;
+
+std::string this_worker() {
+  return rendezvous::worker_name(rendezvous::world_info().rank, rendezvous::world_info().world_size);
+}
+
+// Frees the saved tensors of every node reachable from `roots` (the end of a pass that does not
+// retain its graph, Note [Graphs kept through a pass]).
+void release_graph_from(const std::vector<std::shared_ptr<Node>>& roots) {
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const auto& root : roots) {
+    if (root && seen.insert(root.get()).second) stack.push_back(root.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    node->release_variables();
+    for (const Edge& edge : node->next_edges()) {
+      if (edge.is_valid() && seen.insert(edge.function.get()).second) stack.push_back(edge.function.get());
+    }
+  }
+}
+
+// The internal messages of distributed autograd that release state (registered functions with
+// reserved names; the gradient messages are in backward_pass.cc).
+
+std::vector<rpc::Future<void>> forward_to_workers(const ContextPtr& context, int except,
+                                                  void (*message)(int64_t, int64_t, int), int64_t argument);
+
+// Releases the context here and on the workers it talked to, except the one that asked.
+void release_context(int64_t context_id, int64_t, int from) {
+  if (ContextPtr context = ContextContainer::instance().release(context_id)) {
+    forward_to_workers(context, from, &release_context, 0);
+  }
+}
+DISTGRAD_REMOTE_NAMED(release_context, "__distgrad.autograd.release");
+
+// Frees the graph of the context's send functions here and on the workers it talked to, and
+// returns once they have too; a pass id already seen stops the message (Note [Graphs kept
+// through a pass]).
+void release_pass_graph(int64_t context_id, int64_t pass_id, int from) {
+  ContextPtr context = ContextContainer::instance().find(context_id);
+  if (context == nullptr || !context->mark_pass_released(pass_id)) return;
+  release_graph_from(context->send_functions());
+  for (const rpc::Future<void>& done : forward_to_workers(context, from, &release_pass_graph, pass_id)) done.wait();
+}
+DISTGRAD_REMOTE_NAMED(release_pass_graph, "__distgrad.autograd.release_graph");
+
+// Sends `message` about `context` to every worker it talked to but `except`, without waiting
+// (a slow or dead peer never blocks the sender; failures are ignored: the peer is gone). Returns
+// the calls, for a sender that needs to know when they are done.
+std::vector<rpc::Future<void>> forward_to_workers(const ContextPtr& context, int except,
+                                                  void (*message)(int64_t, int64_t, int), int64_t argument) {
+  std::vector<rpc::Future<void>> calls;
+  if (!rpc::is_initialized()) return calls;
+  const int self = rendezvous::world_info().rank;
+  for (int worker : context->workers()) {
+    if (worker == except || worker == self) continue;
+    try {
+      calls.push_back(rpc::rpc_async(worker, message, context->id(), argument, self));
+    } catch (const std::exception&) {  // the job is shutting down: nothing left to release there
+    }
+  }
+  return calls;
+}
+
+// The graph releases (release_pass_graph) sent at the end of the last pass of each of this
+// process's contexts that did not retain its graph. The next pass of the context waits for them,
+// so that it never runs over a graph that a worker has not finished freeing (Note [Graphs kept
+// through a pass]).
+struct PendingReleases {
+  std::mutex mutex;  // guards by_context
+  std::unordered_map<int64_t, std::vector<rpc::Future<void>>> by_context ABSL_GUARDED_BY(mutex);
+};
+
+PendingReleases& pending_releases() {
+  static auto* pending = new PendingReleases;  // never destroyed, as the contexts
+  return *pending;
+}
+
+std::vector<rpc::Future<void>> take_pending_releases(int64_t context_id) {
+  PendingReleases& pending = pending_releases();
+  std::lock_guard<std::mutex> lock(pending.mutex);
+  auto it = pending.by_context.find(context_id);
+  if (it == pending.by_context.end()) return {};
+  std::vector<rpc::Future<void>> calls = std::move(it->second);
+  pending.by_context.erase(it);
+  return calls;
+}
+
+// The driver's pass: runs the engine from the roots, then releases the graph everywhere unless
+// retained. Returns this worker's leaf gradients of the pass.
+std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& roots, bool retain_graph,
+                                   const char* op) {
+  DISTGRAD_CHECK(!roots.empty(), op, ": expected at least one root");
+  std::vector<Edge> edges;
+  TensorList grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    roots[i].check_defined(op);
+    DISTGRAD_CHECK(roots[i].numel() == 1, op, ": roots must be scalars (one element); root ", i, " is a ",
+                   roots[i].describe());
+    Edge edge = autograd::gradient_edge(roots[i]);
+    DISTGRAD_CHECK(edge.is_valid(), op, ": root ", i, " (a ", roots[i].describe(), ") does not require grad");
+    edges.push_back(std::move(edge));
+    grads.push_back(ones_like(roots[i]));
+  }
+  DistAutogradContext& context = *state;
+  for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
+  const int64_t pass_id = ContextContainer::instance().next_message_id();
+  std::shared_ptr<BackwardPass> pass = context.begin_pass(pass_id, retain_graph);
+  try {
+    pass->run(context, edges, std::move(grads), /*caller=*/-1);
+  } catch (...) {
+    // The pass failed somewhere: every worker that took part drops the context's state.
+    context.end_pass();
+    release_context(context.id(), 0, -1);
+    throw;
+  }
+  if (!retain_graph) {
+    std::vector<std::shared_ptr<Node>> nodes = context.send_functions();
+    for (const Edge& edge : edges) nodes.push_back(edge.function);
+    release_graph_from(nodes);
+    context.mark_pass_released(pass_id);
+    std::vector<rpc::Future<void>> calls = forward_to_workers(state, -1, &release_pass_graph, pass_id);
+    if (!calls.empty()) {
+      PendingReleases& pending = pending_releases();
+      std::lock_guard<std::mutex> lock(pending.mutex);
+      pending.by_context[context.id()] = std::move(calls);
+    }
+  }
+  return context.end_pass();
+}
+
+}  // namespace
+
+size_t num_live_contexts() { return ContextContainer::instance().size(); }
+
+}  // namespace distgrad::dist_autograd
+
+namespace distgrad::autograd {
+
+namespace {
+
+// A context is created in a process whose RPC, if running, carries distributed autograd.
+dist_autograd::ContextPtr new_context() {
+  DISTGRAD_CHECK(!rpc::is_initialized() || rpc::agent().runs_interceptor(dist_autograd::kInterceptorName),
+                 "autograd::Context: RPC was started without distributed autograd's call interceptor "
+                 "(rpc::start_agent); start it with init_rpc or auto_init_rpc (dist_autograd/init_rpc.h), or add "
+                 "dist_autograd::make_interceptor() to RpcOptions::interceptors");
+  return dist_autograd::ContextContainer::instance().create();
+}
+
+}  // namespace
+
+Context::Context() : state_(new_context()), scope_(state_) {}
+
+Context::~Context() {
+  dist_autograd::take_pending_releases(state_->id());
+  if (dist_autograd::ContextContainer::instance().release(state_->id()) != nullptr) {
+    dist_autograd::forward_to_workers(state_, -1, &dist_autograd::release_context, 0);
+  }
+}
+
+void backward(const Context& context, const TensorList& roots, bool retain_graph, const TensorList& inputs) {
+  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
+  DISTGRAD_CHECK(state != nullptr, "backward: context ", context.id(), " was released (a failed pass releases it)");
+  std::vector<dist_autograd::LeafGradient> pass = dist_autograd::run_pass(state, roots, retain_graph, "backward");
+  for (const dist_autograd::LeafGradient& entry : pass) {
+    const bool wanted = inputs.empty() || std::any_of(inputs.begin(), inputs.end(),
+                                                      [&](const Tensor& input) { return input.is_same(entry.leaf); });
+    NoGradGuard no_grad;
+    if (wanted) autograd::accumulate_grad(entry.leaf, entry.grad);
+  }
+}
+
+TensorList grad(const Context& context, const TensorList& outputs, const TensorList& inputs, bool retain_graph,
+                bool allow_unused) {
+  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
+  DISTGRAD_CHECK(state != nullptr, "grad: context ", context.id(), " was released (a failed pass releases it)");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    inputs[i].check_defined("grad");
+    DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "grad: input ", i, " (a ", inputs[i].describe(),
+                   ") must be a leaf that requires grad: distributed gradients are collected at leaves");
+  }
+  const GradientMap pass(dist_autograd::run_pass(state, outputs, retain_graph, "grad"));
+  TensorList result;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool found = pass.contains(inputs[i]);
+    DISTGRAD_CHECK(found || allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
+                   ") was not used to compute the outputs; pass allow_unused=true if that is expected");
+    result.push_back(found ? pass.at(inputs[i]) : Tensor());
+  }
+  return result;
+}
+
+const Tensor& GradientMap::at(const Tensor& leaf) const {
+  for (const dist_autograd::LeafGradient& entry : entries_) {
+    if (entry.leaf.is_same(leaf)) return entry.grad;
+  }
+  DISTGRAD_FAIL("get_gradients: no gradient for the ", leaf.describe(), " in this context");
+}
+
+bool GradientMap::contains(const Tensor& leaf) const {
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [&](const dist_autograd::LeafGradient& entry) { return entry.leaf.is_same(leaf); });
+}
+
+GradientMap get_gradients(const Context& context) {
+  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
+  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context.id(), " was released");
+  return GradientMap(state->gradients());
+}
+
+GradientMap get_gradients(int64_t context_id) {
+  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context_id);
+  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context_id, " is not known on ",
+                 dist_autograd::this_worker(), " (it was released, or no call inside it reached this worker)");
+  return GradientMap(state->gradients());
+}
+
+}  // namespace distgrad::autograd

@@ -1,0 +1,103 @@
+// CallClient: the calling side of an agent (internal to rpc/). It keeps a gRPC channel to each
+// peer and, where the peer offers one, a call socket (Note [Socket calls] in rpc/call_socket.h);
+// encodes requests with the interceptors' bytes and the caller's device maps, decodes replies,
+// and tracks every call in flight, so that a graceful shutdown can wait for them and a stop can
+// cancel them (no completion outlives the agent).
+#pragma once
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "rendezvous/credentials.h"
+#include "rendezvous/world.h"
+#include "rpc/agent.h"
+#include "rpc/call_socket.h"
+#include "rpc/errors.h"
+#include "rpc/interceptor_chain.h"
+#include "rpc/tensor_paths.h"
+
+namespace distgrad::rpc {
+
+// Where a peer takes calls.
+struct PeerAddress {
+  std::string grpc;                     // HOST:PORT
+  std::string socket;                   // "unix:NAME" or "tcp:HOST:PORT"; empty: calls to it use gRPC
+  bool socket_takes_any_frame = false;  // Unix sockets take every call; TCP only small frames
+};
+
+class CallClient {
+ public:
+  struct Setup {
+    rendezvous::WorldInfo world;
+    std::vector<std::string> names;  // every worker's, by rank
+    std::vector<PeerAddress> peers;  // by rank
+    std::string token;
+    const rendezvous::TransportCredentials& credentials;
+    std::map<std::string, DeviceMap> device_maps;  // RpcOptions::device_maps
+    size_t socket_frame_limit;
+    TensorPaths& paths;
+    const InterceptorChain& interceptors;
+  };
+
+  explicit CallClient(Setup setup);
+  ~CallClient();
+  CallClient(const CallClient&) = delete;
+  CallClient& operator=(const CallClient&) = delete;
+
+  Future<Encoded> call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout);
+  // The blocking path (no thread hop).
+  Encoded call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout);
+  // Whether `rank` still answers: the status of a call of the ping function over gRPC.
+  grpc::Status ping(int rank, std::chrono::milliseconds timeout);
+
+  // Waits until no call is in flight (each has its own deadline).
+  void wait_for_calls();
+  // Fails every call in flight (closing the sockets, cancelling gRPC's calls); returns whether
+  // they all completed within `timeout`.
+  bool cancel_calls(std::chrono::milliseconds timeout);
+  // Closes the channels; later calls fail.
+  void close();
+
+  // Calls made over the sockets and over gRPC.
+  void add_to(TransportStats& stats) const;
+
+ private:
+  struct Peer;
+  struct AsyncCall;
+
+  Peer& peer(int rank);
+  void prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;
+  grpc::ByteBuffer encode_request(int to, OutgoingCall& call);
+  Encoded decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response);
+  RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
+  // The socket for a call of `request` to `rank`; null when it goes over gRPC.
+  call_socket::Client* socket_for(int rank, const grpc::ByteBuffer& request);
+  Future<Encoded> call_over_socket(call_socket::Client& socket, int to, const std::string& function,
+                                   const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
+  void call_started(const void* call, grpc::ClientContext* context);
+  void call_finished(const void* call);
+
+  const Setup setup_;
+  std::atomic<uint64_t> socket_calls_{0}, grpc_calls_{0};
+  std::mutex peers_mutex_;  // guards peers_
+  std::vector<std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mutex_);
+  bool closed_ ABSL_GUARDED_BY(peers_mutex_) = false;
+  // The calls in flight, keyed by each call's state: the gRPC context to cancel, or null for
+  // socket calls (closing the sockets fails those). Recursive: gRPC may run a cancelled call's
+  // completion (which calls call_finished) inline, inside TryCancel.
+  std::recursive_mutex calls_mutex_;
+  std::condition_variable_any calls_finished_;  // notified under calls_mutex_
+  std::unordered_map<const void*, grpc::ClientContext*> calls_in_flight_ ABSL_GUARDED_BY(calls_mutex_);
+};
+
+}  // namespace distgrad::rpc

@@ -1,0 +1,180 @@
+#include "rpc/call_server.h"
+
+#include <vector>
+
+#include "core/error.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/codec.h"
+#include "rpc/errors.h"
+#include "rpc/frame.h"
+#include "rpc/registry.h"
+
+namespace distgrad::rpc {
+namespace {
+
+constexpr size_t kMaxStatusMessage = 4096;  // status messages travel in HTTP/2 trailers
+
+// Cuts `message` so that it stays within kMaxStatusMessage once gRPC percent-encodes it for the
+// trailers (3 bytes for each byte outside printable ASCII), at a UTF-8 character boundary.
+grpc::Status to_grpc_status(StatusCode code, std::string message) {
+  size_t encoded = 0, keep = 0;
+  for (; keep < message.size(); ++keep) {
+    const auto byte = static_cast<unsigned char>(message[keep]);
+    encoded += byte >= 0x20 && byte <= 0x7e && byte != '%' ? 1 : 3;
+    if (encoded > kMaxStatusMessage) break;
+  }
+  if (keep < message.size()) {
+    while (keep > 0 && (static_cast<unsigned char>(message[keep]) & 0xc0) == 0x80) --keep;
+    message = message.substr(0, keep) + " [truncated]";
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(code)), message);
+}
+
+}  // namespace
+
+// The Worker service: hands each request to the executor and never blocks gRPC's threads.
+class CallServer::WorkerService final : public wire::Worker::WithRawCallbackMethod_Call<wire::Worker::Service> {
+ public:
+  explicit WorkerService(CallServer& server) : server_(server) {}
+
+  grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    server_.setup_.executor.submit([this, context, request, response, reactor] {
+      if (!server_.wait_until_calls_open()) {
+        reactor->Finish(server_.not_serving());
+      } else if (!server_.token_accepted(*context)) {
+        reactor->Finish(
+            to_grpc_status(StatusCode::kUnauthenticated,
+                           server_.setup_.name + " refused a call without the job's token (DISTGRAD_TOKEN)"));
+      } else {
+        reactor->Finish(server_.serve(*request, response));
+      }
+    });
+    return reactor;
+  }
+
+ private:
+  CallServer& server_;
+};
+
+CallServer::CallServer(Setup setup) : setup_(std::move(setup)) {}
+
+CallServer::~CallServer() = default;
+
+int CallServer::start(const std::string& bind_host) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(bind_host + ":0", setup_.credentials.server, &port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  service_ = std::make_unique<WorkerService>(*this);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  DISTGRAD_CHECK(server_ != nullptr && port > 0, "init_rpc: ", setup_.name, " could not start its server on ",
+                 bind_host);
+  if (setup_.socket_calls) {
+    // TCP beside the Unix socket unless TLS is on (the socket protocol has no encryption).
+    socket_server_ = std::make_unique<call_socket::Server>(
+        setup_.token,
+        [this](grpc::ByteBuffer request, call_socket::Completion respond) {
+          setup_.executor.submit([this, request = std::move(request), respond = std::move(respond)] {
+            if (!wait_until_calls_open()) return respond(not_serving(), {});
+            grpc::ByteBuffer response;
+            const grpc::Status status = serve(request, &response);
+            respond(status, std::move(response));
+          });
+        },
+        setup_.credentials.tls ? "" : bind_host);
+  }
+  return port;
+}
+
+std::string CallServer::socket_name() const { return socket_server_ ? socket_server_->name() : ""; }
+
+int CallServer::socket_tcp_port() const { return socket_server_ ? socket_server_->tcp_port() : 0; }
+
+bool CallServer::wait_until_calls_open() {
+  std::unique_lock<std::mutex> lock(gate_mutex_);
+  gate_changed_.wait_for(lock, setup_.init_timeout, [this] { return calls_open_ || calls_closed_; });
+  return calls_open_ && !calls_closed_;
+}
+
+void CallServer::set_gate(bool open) {
+  std::lock_guard<std::mutex> lock(gate_mutex_);
+  (open ? calls_open_ : calls_closed_) = true;
+  gate_changed_.notify_all();
+}
+
+void CallServer::open_calls() { set_gate(/*open=*/true); }
+
+void CallServer::stop_listening() {
+  set_gate(/*open=*/false);  // requests still waiting for init_rpc give up
+  if (socket_server_) socket_server_->stop();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+void CallServer::wait() {
+  if (server_) server_->Wait();
+}
+
+bool CallServer::token_accepted(const grpc::CallbackServerContext& context) const {
+  if (setup_.token.empty()) return true;
+  const auto& metadata = context.client_metadata();
+  auto sent = metadata.find(rendezvous::kTokenMetadataKey);
+  return sent != metadata.end() &&
+         rendezvous::same_token(std::string_view(sent->second.data(), sent->second.size()), setup_.token);
+}
+
+grpc::Status CallServer::not_serving() const {
+  return to_grpc_status(StatusCode::kUnavailable, setup_.name +
+                                                      " is not serving calls: its init_rpc did not finish (it "
+                                                      "stopped, or init_timeout passed)");
+}
+
+grpc::Status CallServer::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
+  wire::CallHeader header;
+  try {
+    DecodedFrame frame =
+        decode_frame(request, header, setup_.paths.reader_from([&header] { return header.caller_rank(); }));
+    const Handler* handler = FunctionRegistry::instance().find(header.function());
+    if (handler == nullptr) {
+      return to_grpc_status(StatusCode::kNotFound,
+                            "no function named '" + header.function() + "' is registered on " + setup_.name);
+    }
+    const int caller = header.caller_rank();
+    const bool known_caller = caller >= 0 && caller < setup_.world.world_size;
+    const CallSite call{caller, header.function()};
+    InterceptorChain::Scopes scopes;
+    if (known_caller) scopes = setup_.interceptors.on_request(call, frame.tensors, header);
+    Encoded result = (*handler)(frame.payload, frame.tensors, header.num_arguments());
+    wire::ReplyHeader reply;
+    if (known_caller) setup_.interceptors.before_reply(call, result.tensors, reply);
+    reply.set_payload_bytes(result.payload.size());
+    transport::shm::Links* shared_memory = setup_.paths.shared_memory();
+    reply.set_callee_reads_shared_memory(shared_memory && known_caller && shared_memory->reads_from(caller));
+    DeviceMap back;  // callee device -> caller device
+    for (const wire::DevicePair& pair : header.reply_devices()) {
+      back.emplace_back(Device{static_cast<DeviceType>(pair.callee_type()), pair.callee_index()},
+                        Device{static_cast<DeviceType>(pair.caller_type()), pair.caller_index()});
+    }
+    const std::vector<WireTensor> tensors =
+        setup_.paths.to_wire(result.tensors, back, known_caller && header.reply_through_shared_memory() ? caller : -1);
+    for (const WireTensor& tensor : tensors) describe_tensor(tensor, reply.add_tensors());
+    *response = encode_frame(reply, std::move(result.payload), tensors);
+    while (!scopes.empty()) scopes.pop_back();  // the innermost first
+    return grpc::Status::OK;
+  } catch (const CodecError& error) {
+    return to_grpc_status(StatusCode::kInvalidArgument,
+                          setup_.name + " received a malformed call" +
+                              (header.function().empty() ? "" : " of " + header.function()) + ": " + error.what());
+  } catch (const StatusError& error) {
+    return to_grpc_status(error.code(), error.what());
+  } catch (const std::exception& error) {
+    return to_grpc_status(StatusCode::kUnknown, error.what());
+  } catch (...) {  // escaping here would terminate the worker
+    return to_grpc_status(StatusCode::kUnknown, header.function() + " threw an exception that is not a std::exception");
+  }
+}
+
+}  // namespace distgrad::rpc

@@ -1,0 +1,149 @@
+// Shared-memory segments in one process (transport/shared_memory.h): a process can open its own
+// memfds through /proc/self, so sender and receiver sides meet here without a second process. The
+// multi-process behaviour, through RPC, is in tests/rpc/shared_memory_test.cc.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "core/creation.h"
+#include "core/ops.h"
+#include "transport/shared_memory.h"
+
+namespace distgrad::transport::shm {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor floats(int64_t n, double start = 0) { return arange(start, start + static_cast<double>(n), 1.0); }
+
+std::string segment_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const SegmentError& error) {
+    return error.what();
+  }
+  return "no SegmentError";
+}
+
+TEST(SharedMemorySegments, AViewSeesTheSentBytesAndKeepsTheSegmentBusyUntilDropped) {
+  SendPool pool(size_t{1} << 30);
+  PeerSegments receiver(::getpid());
+  const Tensor sent = floats(1 << 16);
+  const std::optional<SegmentRef> ref = pool.put(sent);
+  ASSERT_TRUE(ref.has_value());
+  {
+    const Tensor view = receiver.view(*ref, {1 << 16}, kFloat32);
+    EXPECT_TRUE(ops::equal(view, sent));
+    // While the view lives, the next tensor needs a second segment.
+    ASSERT_TRUE(pool.put(floats(1 << 16, 5)).has_value());
+    EXPECT_EQ(pool.size().first, 2u);
+  }
+  // The second segment was never received; the first is free again and reused.
+  const std::optional<SegmentRef> again = pool.put(floats(1 << 16, 9));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->inode, ref->inode);
+  EXPECT_EQ(pool.size().first, 2u);
+  EXPECT_TRUE(ops::equal(receiver.view(*again, {1 << 16}, kFloat32), floats(1 << 16, 9)));
+}
+
+TEST(SharedMemorySegments, ASegmentIsReceivedOnce) {
+  SendPool pool(size_t{1} << 30);
+  PeerSegments receiver(::getpid());
+  const SegmentRef ref = *pool.put(floats(1000));
+  const Tensor view = receiver.view(ref, {1000}, kFloat32);
+  EXPECT_THAT(segment_error([&] { receiver.view(ref, {1000}, kFloat32); }), HasSubstr("already received"));
+}
+
+TEST(SharedMemorySegments, NonContiguousTensorsArriveAsTheirValues) {
+  SendPool pool(size_t{1} << 30);
+  PeerSegments receiver(::getpid());
+  const Tensor matrix = ops::reshape(floats(600), {20, 30});
+  const Tensor transposed = ops::transpose(matrix, 0, 1);
+  const Tensor view = receiver.view(*pool.put(transposed), {30, 20}, kFloat32);
+  EXPECT_TRUE(ops::equal(view, ops::contiguous(transposed)));
+}
+
+TEST(SharedMemorySegments, TheCapSendsTheRestOverTheNetwork) {
+  SendPool pool(size_t{1} << 16);  // one segment of the smallest size
+  PeerSegments receiver(::getpid());
+  const std::optional<SegmentRef> first = pool.put(floats(1000));
+  ASSERT_TRUE(first.has_value());
+  const Tensor held = receiver.view(*first, {1000}, kFloat32);
+  EXPECT_FALSE(pool.put(floats(1000)).has_value());  // busy, and no room for another
+  EXPECT_FALSE(pool.put(floats(1 << 15)).has_value());
+}
+
+TEST(SharedMemorySegments, AViewOutlivesItsSender) {
+  PeerSegments receiver(::getpid());
+  Tensor view;
+  {
+    SendPool pool(size_t{1} << 30);
+    view = receiver.view(*pool.put(floats(5000, 3)), {5000}, kFloat32);
+  }  // the sender's segments are unmapped and closed; the receiver's mapping keeps the memory
+  EXPECT_TRUE(ops::equal(view, floats(5000, 3)));
+}
+
+TEST(SharedMemorySegments, ReferencesThatDoNotMatchAreRefusedNamingWhat) {
+  SendPool pool(size_t{1} << 30);
+  PeerSegments receiver(::getpid());
+  const SegmentRef ref = *pool.put(floats(1000));
+  SegmentRef wrong_inode = ref;
+  wrong_inode.inode += 1;
+  EXPECT_THAT(segment_error([&] { receiver.view(wrong_inode, {1000}, kFloat32); }), HasSubstr("expected inode"));
+  SegmentRef wrong_ticket = ref;
+  wrong_ticket.ticket += 1;
+  EXPECT_THAT(segment_error([&] { receiver.view(wrong_ticket, {1000}, kFloat32); }),
+              HasSubstr("holds message " + std::to_string(ref.ticket)));
+  EXPECT_THAT(segment_error([&] { receiver.view(ref, {1 << 20}, kFloat32); }), HasSubstr("cannot hold"));
+  SegmentRef no_such_fd = ref;
+  no_such_fd.fd = 1 << 20;
+  EXPECT_THAT(segment_error([&] { receiver.view(no_such_fd, {1000}, kFloat32); }), HasSubstr("cannot open"));
+  SegmentRef zero_ticket = ref;
+  zero_ticket.ticket = 0;
+  EXPECT_THAT(segment_error([&] { receiver.view(zero_ticket, {1000}, kFloat32); }), HasSubstr("invalid"));
+  // None of that consumed the message.
+  EXPECT_TRUE(ops::equal(receiver.view(ref, {1000}, kFloat32), floats(1000)));
+}
+
+TEST(SharedMemoryLinks, PeersOnThisHostReadEachOthersSegmentsOthersDoNot) {
+  Links links(/*threshold=*/1024, size_t{1} << 30);
+  links.add_peer(0, links.card());                               // this process, as a peer
+  links.add_peer(2, std::to_string(::getpid()) + " 1000000 7");  // a probe that cannot be opened
+  EXPECT_TRUE(links.reads_from(0));
+  EXPECT_FALSE(links.reads_from(1));  // never added: another host, or the path off there
+  EXPECT_FALSE(links.reads_from(2));
+  EXPECT_FALSE(links.read_by(0));  // until the peer says it can read them
+  links.set_read_by(0, true);
+  EXPECT_TRUE(links.read_by(0));
+  EXPECT_FALSE(links.put(0, floats(10)).has_value());  // below the threshold
+  const std::optional<SegmentRef> ref = links.put(0, floats(1000));
+  ASSERT_TRUE(ref.has_value());
+  EXPECT_TRUE(ops::equal(links.view(0, *ref, {1000}, kFloat32), floats(1000)));
+  EXPECT_EQ(links.counters().shared_tensors.load(), 1u);
+  EXPECT_EQ(links.counters().shared_bytes.load(), 4000u);
+  links.set_read_by(1, true);  // ignored: not on this host
+  EXPECT_FALSE(links.read_by(1));
+  EXPECT_FALSE(links.put(1, floats(1000)).has_value());
+  EXPECT_THAT(segment_error([&] { links.view(1, *ref, {1000}, kFloat32); }), HasSubstr("not on this host"));
+}
+
+TEST(SharedMemoryLinks, AMalformedCardIsAnErrorNamingTheWorker) {
+  Links links(1024, size_t{1} << 30);
+  try {
+    links.add_peer(3, "not numbers");
+    FAIL() << "a malformed card was accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("worker 3"));
+    EXPECT_THAT(error.what(), HasSubstr("not numbers"));
+  }
+}
+
+TEST(SharedMemoryLinks, TheHostIdentityNamesTheBootAndTheNamespaces) {
+  const std::string identity = host_identity();
+  EXPECT_EQ(identity, host_identity());
+  EXPECT_THAT(identity, HasSubstr("pid:["));
+  EXPECT_THAT(identity, HasSubstr("net:["));
+}
+
+}  // namespace
+}  // namespace distgrad::transport::shm
