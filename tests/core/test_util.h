@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,17 @@ namespace distgrad::testing {
       }                                                                          \
     }                                                                            \
   } while (0)
+
+// The message of the `E` that `call` throws; "no such error" when it throws none.
+template <typename E>
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const E& error) {
+    return error.what();
+  }
+  return "no such error";
+}
 
 // Values of `t` as doubles, row-major.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }

@@ -152,14 +152,7 @@ TEST(Frame, RandomBytesNeverCrash) {
 
 Tensor floats(int64_t n) { return arange(0, static_cast<double>(n), 1.0); }
 
-std::string codec_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const CodecError& error) {
-    return error.what();
-  }
-  return "no CodecError";
-}
+std::string codec_error(const std::function<void()>& call) { return testing::message_of<CodecError>(call); }
 
 // Frames: a tensor in shared memory needs a reader, and a frame that fails to decode releases the
 // segments it named after the bad tensor.

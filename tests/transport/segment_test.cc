@@ -7,6 +7,7 @@
 
 #include "core/creation.h"
 #include "core/ops.h"
+#include "tests/core/test_util.h"
 #include "transport/shared_memory.h"
 
 namespace distgrad::transport::shm {
@@ -16,14 +17,7 @@ using ::testing::HasSubstr;
 
 Tensor floats(int64_t n, double start = 0) { return arange(start, start + static_cast<double>(n), 1.0); }
 
-std::string segment_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const SegmentError& error) {
-    return error.what();
-  }
-  return "no SegmentError";
-}
+std::string segment_error(const std::function<void()>& call) { return testing::message_of<SegmentError>(call); }
 
 TEST(SharedMemorySegments, AViewSeesTheSentBytesAndKeepsTheSegmentBusyUntilDropped) {
   SendPool pool(size_t{1} << 30);
