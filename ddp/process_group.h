@@ -15,7 +15,7 @@
 //   work->wait();
 //   auto evens = dg::ddp::new_group({0, 2});                // every rank calls it; null on 1 and 3
 //
-// Rendezvous: through the job's Store (Note [Job store] in rpc/job_store.h), the same one RPC
+// Rendezvous: through the job's Store (Note [Job store] in rendezvous/job_store.h), the same one RPC
 // uses, so the environment of distgrad-run, srun, mpirun or torchrun --no-python is enough.
 //
 // Errors: a bad argument throws at the call, naming the collective, the argument and what was

@@ -2,8 +2,9 @@
 // torchopt.distributed.autograd over PyTorch's distributed autograd in FAST mode).
 //
 // Inside an autograd::Context, every RPC that carries tensors requiring grad links the graphs
-// of the caller and the callee (Note [Send/Recv pairing] in dist_autograd/functions.h),
-// replies included. backward(ctx, roots) then runs the local engine from the roots; each
+// of the caller and the callee (Note [Send/Recv pairing] in dist_autograd/send_recv_backward.h;
+// RPC started with init_rpc, dist_autograd/init_rpc.h, carries what it needs), replies included.
+// backward(ctx, roots) then runs a pass (dist_autograd/backward_pass.h) from the roots; each
 // RecvBackward it reaches sends its gradients to the worker that sent the tensors, which runs
 // its own engine from the matching SendBackward and sends on; every worker accumulates the
 // gradients of its leaves in the context, and the call returns when every hop has finished.

@@ -8,7 +8,7 @@
 // connection and runs them on its executor, whose thread writes the reply; the caller's reader
 // thread completes the call. That is two wake-ups each way.
 //
-// Between workers on one host (equal host identities: rpc/shared_memory.h) the connection is an
+// Between workers on one host (equal host identities: transport/shared_memory.h) the connection is an
 // abstract Unix-domain socket (no file, gone with the process), which takes connections only from
 // processes of the server's user (SO_PEERCRED), and every call uses it. Between hosts it is TCP
 // (TCP_NODELAY, keepalive probes that notice a dead host within about 25 s), for small frames only:

@@ -6,7 +6,7 @@
 // that point into the tensors' own memory (no copy on send); decode_frame checks every length
 // against the header and the message, and hands out tensors that view gRPC's receive buffers
 // when a tensor's bytes arrived in one piece (no copy on receive), or a copy otherwise. Tensors
-// sent through shared memory (Note [Shared-memory path] in rpc/shared_memory.h) are named in the
+// sent through shared memory (Note [Shared-memory path] in transport/shared_memory.h) are named in the
 // header and their bytes left out of the frame.
 #pragma once
 

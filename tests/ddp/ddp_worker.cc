@@ -337,7 +337,7 @@ int mismatched_sizes() {
   return 0;
 }
 
-// RPC and a process group in one program share the job's Store (rpc/job_store.h): rank 0
+// RPC and a process group in one program share the job's Store (rendezvous/job_store.h): rank 0
 // hosts one Store, not two on the same port.
 int with_rpc() {
   init_rpc();
