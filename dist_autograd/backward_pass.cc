@@ -6,7 +6,6 @@
 #include "autograd/grad_mode.h"
 #include "dist_autograd/context.h"
 #include "dist_autograd/send_recv_backward.h"
-#include "rendezvous/world.h"
 #include "rpc/rpc.h"
 
 namespace distgrad::dist_autograd {
@@ -46,8 +45,7 @@ ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64
                                       std::vector<Tensor> grads, bool retain_graph, int from) {
   ContextPtr context = ContextContainer::instance().find(context_id);
   DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ",
-                 rendezvous::worker_name(rendezvous::world_info().rank, rendezvous::world_info().world_size),
-                 " (it was released, or the forward pass never reached this worker)");
+                 rpc::get_worker_name(), " (it was released, or the forward pass never reached this worker)");
   std::vector<Edge> roots = message_roots(*context, message_id, grads);
   return context->join_pass(pass_id, retain_graph)->run(*context, roots, std::move(grads), from);
 }

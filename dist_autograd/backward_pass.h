@@ -57,7 +57,6 @@ class BackwardPass {
   BackwardPass& operator=(const BackwardPass&) = delete;
 
   int64_t id() const { return id_; }
-  bool retain_graph() const { return retain_graph_; }
 
   // Runs this worker's part of the pass from `roots` (edges) with `grads` on this thread,
   // accumulating leaves into `context`, then awaits every message the run sent (Note [Gradient

@@ -5,7 +5,7 @@
 #include "core/ops.h"
 #include "dist_autograd/backward_pass.h"
 #include "dist_autograd/send_recv_backward.h"
-#include "rendezvous/world.h"
+#include "rpc/rpc.h"
 
 namespace distgrad::dist_autograd {
 
@@ -33,8 +33,7 @@ std::shared_ptr<SendBackward> DistAutogradContext::send(int64_t message_id) cons
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = sends_.find(message_id);
   DISTGRAD_CHECK(it != sends_.end(), "distributed autograd: context ", id_, " has no send function for message ",
-                 message_id, " on ",
-                 rendezvous::worker_name(rendezvous::world_info().rank, rendezvous::world_info().world_size));
+                 message_id, " on ", rpc::get_worker_name());
   return it->second;
 }
 
@@ -118,7 +117,7 @@ ContextContainer& ContextContainer::instance() {
   return *container;
 }
 
-int64_t ContextContainer::worker_prefix() const { return int64_t{rendezvous::world_info().rank} << kWorkerIdShift; }
+int64_t ContextContainer::worker_prefix() const { return int64_t{rpc::get_rank()} << kWorkerIdShift; }
 
 ContextPtr ContextContainer::create() {
   const int64_t id = worker_prefix() | (next_context_.fetch_add(1) & kCounterMask);

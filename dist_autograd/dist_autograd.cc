@@ -11,7 +11,6 @@
 #include "dist_autograd/backward_pass.h"
 #include "dist_autograd/interceptor.h"
 #include "dist_autograd/send_recv_backward.h"
-#include "rendezvous/world.h"
 #include "rpc/rpc.h"
 
 namespace distgrad::dist_autograd {
@@ -20,10 +19,6 @@ namespace {
 using autograd::Edge;
 using autograd::Node;
 using autograd::TensorList;
-
-std::string this_worker() {
-  return rendezvous::worker_name(rendezvous::world_info().rank, rendezvous::world_info().world_size);
-}
 
 // Frees the saved tensors of every node reachable from `roots` (the end of a pass that does not
 // retain its graph, Note [Graphs kept through a pass]).
@@ -75,7 +70,7 @@ std::vector<rpc::Future<void>> forward_to_workers(const ContextPtr& context, int
                                                   void (*message)(int64_t, int64_t, int), int64_t argument) {
   std::vector<rpc::Future<void>> calls;
   if (!rpc::is_initialized()) return calls;
-  const int self = rendezvous::world_info().rank;
+  const int self = rpc::get_rank();
   for (int worker : context->workers()) {
     if (worker == except || worker == self) continue;
     try {
@@ -235,8 +230,8 @@ GradientMap get_gradients(const Context& context) {
 
 GradientMap get_gradients(int64_t context_id) {
   dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context_id);
-  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context_id, " is not known on ",
-                 dist_autograd::this_worker(), " (it was released, or no call inside it reached this worker)");
+  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context_id, " is not known on ", rpc::get_worker_name(),
+                 " (it was released, or no call inside it reached this worker)");
   return GradientMap(state->gradients());
 }
 

@@ -112,7 +112,6 @@ transport::shm::SegmentRef segment_ref(const wire::SharedSegment& segment) {
   return {segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()};
 }
 
-// Reads one tensor's bytes as `meta` describes them and puts it on its target device.
 // The tensor a shared-memory reference names; a reference that does not match its segment is a
 // malformed message.
 Tensor view_shared(const SharedTensorReader& shared, const transport::shm::SegmentRef& ref, const Shape& sizes,
@@ -124,6 +123,7 @@ Tensor view_shared(const SharedTensorReader& shared, const transport::shm::Segme
   }
 }
 
+// Reads one tensor's bytes as `meta` describes them and puts it on its target device.
 Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t index, const SharedTensorReader& shared) {
   const DType dtype = dtype_from_wire(meta.dtype());
   const Device device = device_from_wire(meta.device_type(), meta.device_index());

@@ -27,8 +27,8 @@ namespace distgrad::rpc {
 struct WireTensor {
   Tensor data;           // contiguous, on the CPU, unless `shared` holds the bytes
   Device target_device;  // the receiver's device for it
-  std::optional<transport::shm::SegmentRef> shared =
-      std::nullopt;  // the bytes travel in this segment, not in the frame
+  // The segment the bytes travel in, not in the frame (none: in the frame).
+  std::optional<transport::shm::SegmentRef> shared = std::nullopt;
 };
 
 // The metadata of a wire tensor.

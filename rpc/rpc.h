@@ -210,7 +210,7 @@ auto rank_non_zero_only(F fn) {
 }  // namespace distgrad::rpc
 
 namespace distgrad {
-// The user-facing names of API.md at the top level: dg::auto_init_rpc, dg::get_rank, ...
+// The user-facing names of API.md at the top level: dg::get_rank, dg::rank_zero_only, ...
 using rpc::barrier;
 using rpc::get_local_rank;
 using rpc::get_local_world_size;
