@@ -15,7 +15,10 @@ install(TARGETS ${distgrad_libraries} distgrad distgrad_run
 # or CUDA (no public header includes them; tests/layering checks it).
 set(distgrad_internal_headers core/cpu core/cuda rendezvous/credentials.h rpc/call_client.h rpc/call_server.h
                               rpc/call_socket.h rpc/frame.h rpc/interceptor_chain.h rpc/tensor_paths.h)
-set(distgrad_layers core autograd nn optim data rendezvous transport rpc dist_autograd partition ddp launcher)
+# The folder of each library (distgrad_NAME in NAME/); proto's headers are generated in the build
+# tree and included by .cc files only.
+list(TRANSFORM distgrad_libraries REPLACE "^distgrad_" "" OUTPUT_VARIABLE distgrad_layers)
+list(REMOVE_ITEM distgrad_layers proto)
 foreach(layer ${distgrad_layers})
   set(excluded)
   foreach(internal ${distgrad_internal_headers})
