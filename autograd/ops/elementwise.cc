@@ -341,10 +341,12 @@ Tensor erf(const Tensor& t) {
 }
 
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) {
+  // The gradient passes strictly inside the bounds: 0 at min and max themselves (and for NaN), as
+  // PyTorch 2.x's clamp with scalar bounds.
   return unary_of_input("ClampBackward", ops::clamp(t, min, max), t, [min, max](const Tensor& g, const Tensor& t) {
     Tensor inside = ones_like(t);
-    if (min) inside = ops::mul(inside, as_factor(ops::ge(t, *min), t));
-    if (max) inside = ops::mul(inside, as_factor(ops::le(t, *max), t));
+    if (min) inside = ops::mul(inside, as_factor(ops::gt(t, *min), t));
+    if (max) inside = ops::mul(inside, as_factor(ops::lt(t, *max), t));
     return mul(g, inside);
   });
 }

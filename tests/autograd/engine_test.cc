@@ -146,6 +146,23 @@ TEST(Backward, InPlaceOnAViewOfATensorThatRequiresGradIsRefused) {
   EXPECT_ERROR_CONTAINS(mul_(row, 2.0), "mul_: cannot record an in-place op", "whose storage other tensors share");
 }
 
+TEST(Backward, ClampPassesTheGradientOnlyStrictlyInsideItsBounds) {
+  // PyTorch 2.x: 0 at min and max themselves and for NaN, 1 strictly between; clamp_ the same.
+  const std::vector<double> at = {std::nan(""), 0, 1, 1.5, 2, 3};
+  const Tensor x = leaf(at);
+  sum(clamp(x, 1.0, 2.0)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 0, 0, 1, 0, 0}));
+  const Tensor low = leaf(at);
+  sum(clamp(low, 1.0, std::nullopt)).backward();
+  EXPECT_EQ(values(low.grad()), (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  const Tensor high = leaf(at);
+  sum(clamp(high, std::nullopt, 2.0)).backward();
+  EXPECT_EQ(values(high.grad()), (std::vector<double>{0, 1, 1, 1, 0, 0}));
+  const Tensor in_place = leaf(at);
+  sum(clamp_(mul(in_place, 1.0), 1.0, 2.0)).backward();
+  EXPECT_EQ(values(in_place.grad()), (std::vector<double>{0, 0, 0, 1, 0, 0}));
+}
+
 TEST(Backward, WithInputsAccumulatesOnlyIntoThose) {
   const Tensor x = leaf({1});
   const Tensor w = leaf({2});
