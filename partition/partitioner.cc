@@ -1,5 +1,9 @@
 #include "partition/partitioner.h"
 
+#include <optional>
+
+#include "rendezvous/world.h"
+
 namespace distgrad {
 
 DimPartitioner::DimPartitioner(int64_t dim, DimPartitionerOptions options) : dim_(dim), options_(std::move(options)) {
@@ -31,11 +35,18 @@ std::vector<int> DimPartitioner::worker_list() const {
     for (int rank = 0; rank < world_size; ++rank) workers[rank] = rank;
     return workers;
   }
-  for (int worker : options_.workers) {
-    DISTGRAD_CHECK(worker >= 0 && worker < world_size, "dim_partitioner: worker ", worker,
-                   " is not a rank of this world of ", world_size);
+  std::vector<int> workers;
+  workers.reserve(options_.workers.size());
+  for (const rpc::WorkerRef& worker : options_.workers) {
+    const std::optional<int> rank = worker.find_rank();
+    if (!rank) {
+      DISTGRAD_FAIL("dim_partitioner: worker ", worker.str(), " is not a rank of this world of ", world_size,
+                    " (expected 0..", world_size - 1, " or a name ", rendezvous::worker_name(0, world_size), "..",
+                    rendezvous::worker_name(world_size - 1, world_size), ")");
+    }
+    workers.push_back(*rank);
   }
-  return options_.workers;
+  return workers;
 }
 
 std::vector<DimPartitioner::Range> DimPartitioner::split(int64_t batch, int64_t num_workers) const {

@@ -9,13 +9,14 @@
 // tuple, or one by one) to std::vector<std::pair<int, std::tuple<...>>> is a partitioner too.
 //
 //   auto calls = dg::dim_partitioner(0, {.exclusive = true, .keepdim = false})(dg::args(params, tasks));
+//   auto mine = dg::dim_partitioner(0, {.workers = {1, "worker2"}})(dg::args(params, batch));
 //
 // The rules (docs/map-reduce.md has the table), with B the size of the dim and n the workers:
 //   exclusive:            B calls of one sample each, round-robin over the workers; keepdim=false
 //                         selects the sample (the dim is dropped);
 //   not exclusive, B > n: n calls, chunks of B / n, the last takes the remainder (10 over 4:
 //                         2, 2, 2, 4);
-//   not exclusive, B <= n: B calls of one sample each (dim kept);
+//   not exclusive, B <= n: B calls of one sample each (dim kept); B = 0 makes no call;
 //   no tensor at all:     one call, on the caller's own rank.
 // Every tensor must have size B on the dim ("Batch size mismatch on dim=D. Expected B, got b
 // (shape: [...])."); keepdim=false without exclusive is an error at construction.
@@ -45,7 +46,9 @@ using Partitions = std::vector<std::pair<int, std::tuple<Args...>>>;
 struct DimPartitionerOptions {
   bool exclusive = false;
   bool keepdim = true;
-  std::vector<int> workers = {};  // the workers to use, in order; empty: every worker, by rank
+  // The workers to use, in order, by rank or name ({1, "worker2"}), resolved at each call;
+  // empty: every worker, by rank.
+  std::vector<rpc::WorkerRef> workers = {};
 };
 
 class DimPartitioner {
@@ -96,7 +99,8 @@ DimPartitioner dim_partitioner(int64_t dim = 0, DimPartitionerOptions options = 
 
 // dim_partitioner(0): chunks of the batch over the workers.
 inline const DimPartitioner batch_partitioner{0};
-// dim_partitioner(0, exclusive, keepdim=false): one call per sample, the sample dim dropped.
-inline const DimPartitioner exclusive_batch_partitioner{0, {.exclusive = true, .keepdim = false}};
+// dim_partitioner(0, exclusive, keepdim=true), as TorchOpt's: one call per sample, each a batch of
+// one (the dim kept, size 1). To drop the dim: dim_partitioner(0, {.exclusive = true, .keepdim = false}).
+inline const DimPartitioner exclusive_batch_partitioner{0, {.exclusive = true, .keepdim = true}};
 
 }  // namespace distgrad

@@ -4,9 +4,10 @@
 // The partitioner (partition/partitioner.h) maps the call's arguments to the calls to make —
 // or, given a worker (a rank or a name), the whole call runs there unsplit; each call is an
 // rpc_async of the function; the reducer (partition/reducer.h) folds the results, in partition
-// order. Without a reducer the results come back as a std::vector. A failed call fails the
-// whole call with its RemoteError (naming the worker). Inside an autograd::Context the splits,
-// the calls and the reduction are all differentiable.
+// order. Without a reducer the results come back as a std::vector (empty for an empty batch;
+// with a reducer an empty batch is an error at the call). A failed call fails the whole call
+// with its RemoteError (naming the worker). Inside an autograd::Context the splits, the calls
+// and the reduction are all differentiable.
 //
 //   auto fut = dg::remote_async_call(fn, dg::args(params, batch), dg::batch_partitioner, dg::mean_reducer);
 //   auto r   = dg::remote_sync_call(fn, dg::args(x), 1);                       // on worker 1, unsplit
@@ -68,10 +69,15 @@ auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
                 "remote call: the arguments (dg::args(...)) do not match the function's parameter count");
   const Typed typed = std::make_from_tuple<Typed>(arguments);
   const std::chrono::milliseconds deadline = timeout.count() < 0 ? rpc::default_timeout() : timeout;
+  constexpr bool kReduced = !std::is_same_v<Reducer, NoReducer>;
   const std::vector<std::pair<int, Typed>> calls = partition_detail::calls_of(partitioner, typed);
-  DISTGRAD_CHECK(!calls.empty(), "remote call of ",
+  // No calls (an empty batch): without a reducer the result is an empty std::vector, as TorchOpt
+  // returns an empty list; with one there is nothing to fold, an error here at the call, as the
+  // partitioner's own errors are (not at get()).
+  DISTGRAD_CHECK(!calls.empty() || !kReduced, "remote call of ",
                  rpc::detail::registered_name(reinterpret_cast<rpc::FunctionAddress>(function)),
-                 ": the partitioner made no calls");
+                 ": the partitioner made no calls (an empty batch?), so the reducer has nothing to reduce (without a "
+                 "reducer the call returns an empty list)");
   std::vector<rpc::Future<Result>> futures;
   futures.reserve(calls.size());
   for (const auto& [worker, call_arguments] : calls) {
@@ -83,7 +89,7 @@ auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
       rpc::collect_all(std::move(futures)).then([](const rpc::Future<std::vector<rpc::Future<Result>>>& done) {
         return rpc::wait_all(done.get());
       });
-  if constexpr (std::is_same_v<Reducer, NoReducer>) {
+  if constexpr (!kReduced) {
     return results;
   } else {
     return results.then([reducer](const auto& done) { return reducer(done.get()); });

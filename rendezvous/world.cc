@@ -376,25 +376,32 @@ std::string worker_name(int rank, int world_size) {
   DISTGRAD_CHECK(world_size >= 1, "worker_name: the world size must be positive, got ", world_size);
   DISTGRAD_CHECK(rank >= 0 && rank < world_size, "worker_name: rank ", rank, " is not in a world of size ", world_size,
                  " (expected 0..", world_size - 1, ")");
-  return "worker" + padded(static_cast<uint64_t>(rank), std::to_string(world_size - 1).size());
+  return "worker" + padded(static_cast<uint64_t>(rank), std::to_string(world_size).size());
+}
+
+std::optional<int> find_worker_id(std::string_view name, int world_size) {
+  DISTGRAD_CHECK(world_size >= 1, "find_worker_id: the world size must be positive, got ", world_size);
+  constexpr std::string_view kPrefix = "worker";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  const std::string_view digits = name.substr(kPrefix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  const bool padded_as_worker_name = digits.size() == std::to_string(world_size).size();
+  const bool without_leading_zeros = digits.size() == 1 || digits.front() != '0';
+  if (!padded_as_worker_name && !without_leading_zeros) return std::nullopt;
+  const std::optional<int> rank = parse_integer<int>(digits);
+  if (!rank || *rank >= world_size) return std::nullopt;
+  return rank;
 }
 
 int get_worker_id(std::string_view name, int world_size) {
   DISTGRAD_CHECK(world_size >= 1, "get_worker_id: the world size must be positive, got ", world_size);
-  constexpr std::string_view kPrefix = "worker";
-  size_t width = std::to_string(world_size - 1).size();
-  std::optional<int> rank;
-  if (name.size() == kPrefix.size() + width && name.substr(0, kPrefix.size()) == kPrefix) {
-    std::string_view digits = name.substr(kPrefix.size());
-    if (digits.find_first_not_of("0123456789") == std::string_view::npos) rank = parse_integer<int>(digits);
-  }
-  DISTGRAD_CHECK(
-      rank.has_value() && *rank<world_size, "get_worker_id: \"", name, "\" is not a worker name in a world of size ",
-                                world_size, " (expected ", worker_name(0, world_size), world_size> 1
-          ? ".." + worker_name(world_size - 1, world_size)
-          : "",
-      ")");
-  return *rank;
+  const std::optional<int> rank = find_worker_id(name, world_size);
+  if (rank) return *rank;
+  std::string expected = worker_name(0, world_size);
+  if (world_size > 1) expected += ".." + worker_name(world_size - 1, world_size);
+  if (world_size >= 10) expected += ", or unpadded worker0..worker" + std::to_string(world_size - 1);
+  DISTGRAD_FAIL("get_worker_id: \"", name, "\" is not a worker name in a world of size ", world_size, " (expected ",
+                expected, ")");
 }
 
 }  // namespace distgrad::rendezvous

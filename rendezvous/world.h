@@ -64,14 +64,19 @@ std::vector<std::string> expand_slurm_hostlist(std::string_view hostlist);
 // distgrad::Error on a malformed value.
 std::vector<int> expand_slurm_tasks_per_node(std::string_view tasks_per_node);
 
-// "worker{rank}", the rank zero-padded to the digits of world_size - 1 (as TorchOpt names
-// workers): worker0..worker9 for 10, worker00..worker15 for 16. Throws unless
-// 0 <= rank < world_size.
+// "worker{rank}", the rank zero-padded to the number of digits of world_size, as TorchOpt names
+// workers (f'worker{rank:0{len(str(world_size))}d}'): worker0..worker3 for 4, worker00..worker09
+// for 10, worker000..worker099 for 100. Throws unless 0 <= rank < world_size.
 std::string worker_name(int rank, int world_size);
 
-// The rank of a worker name in a world of `world_size` ("worker07" -> 7 when world_size is 16):
-// the inverse of worker_name. Throws distgrad::Error naming the name and the world size when
-// `name` is not one of the world's worker names.
+// The rank a worker name spells in a world of `world_size`, or std::nullopt when it spells none.
+// Two spellings are accepted: worker_name's, zero-padded ("worker05" -> 5 when world_size is 16),
+// and the rank without leading zeros ("worker5"); any other padding ("worker05" when world_size
+// is 100) is refused. Throws only when world_size is not positive.
+std::optional<int> find_worker_id(std::string_view name, int world_size);
+
+// find_worker_id, throwing distgrad::Error naming the name, the world size and the names
+// expected when `name` is not one of the world's worker names.
 int get_worker_id(std::string_view name, int world_size);
 
 }  // namespace distgrad::rendezvous

@@ -79,6 +79,14 @@ int WorkerRef::rank() const {
   return get_worker_id(name_);
 }
 
+std::optional<int> WorkerRef::find_rank() const {
+  if (!name_.empty()) return rendezvous::find_worker_id(name_, get_world_size());
+  if (rank_ < 0 || rank_ >= get_world_size()) return std::nullopt;
+  return rank_;
+}
+
+std::string WorkerRef::str() const { return name_.empty() ? std::to_string(rank_) : "\"" + name_ + "\""; }
+
 namespace detail {
 
 const std::string& registered_name(FunctionAddress function) {

@@ -73,14 +73,20 @@ TransportStats transport_stats();
 void set_default_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds default_timeout();
 
-// A worker given by rank or by name.
+// A worker given by rank or by name (either spelling of rendezvous::find_worker_id: "worker05" or
+// "worker5" in a world of 16). The name is resolved when the rank is asked for.
 class WorkerRef {
  public:
   WorkerRef(int rank) : rank_(rank) {}                 // NOLINT(google-explicit-constructor)
   WorkerRef(std::string_view name) : name_(name) {}    // NOLINT(google-explicit-constructor)
   WorkerRef(const char* name) : name_(name) {}         // NOLINT(google-explicit-constructor)
   WorkerRef(const std::string& name) : name_(name) {}  // NOLINT(google-explicit-constructor)
+  // The rank; throws naming the rank or the name when it is not a worker of this world.
   int rank() const;
+  // The rank, or std::nullopt when the rank or the name is not a worker of this world.
+  std::optional<int> find_rank() const;
+  // The worker as given, for messages: 7, or "worker7" in quotes.
+  std::string str() const;
 
  private:
   int rank_ = -1;

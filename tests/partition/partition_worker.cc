@@ -114,13 +114,17 @@ void calls() {
   check(chunks[2].second.size(0) == 3, "the last chunk takes the remainder");
   check_close(dg::cat(doubled), dg::ops::mul(x, 2.0), "the chunks in partition order");
 
-  // exclusive_batch_partitioner: one call per sample, round-robin, dim 0 selected away.
+  // exclusive_batch_partitioner: one call per sample, round-robin, dim 0 kept (size 1), as TorchOpt's.
   const auto samples = dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(x);
   check(samples.size() == 7, "exclusive makes one call per sample");
   for (size_t i = 0; i < samples.size(); ++i) {
     check(samples[i].first == static_cast<int64_t>(i % 3), "sample " + std::to_string(i) + " round-robin");
-    check_close(samples[i].second, dg::ops::mul(dg::ops::select(x, 0, static_cast<int64_t>(i)), 2.0), "sample");
+    check_close(samples[i].second, dg::ops::mul(dg::ops::narrow(x, 0, static_cast<int64_t>(i), 1), 2.0), "sample");
   }
+  // keepdim = false selects the sample away.
+  const auto selected =
+      dg::parallelize(doubled_with_rank, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}))(x);
+  check_close(selected[4].second, dg::ops::mul(dg::ops::select(x, 0, 4), 2.0), "sample 4, dim dropped");
   const auto columns = dg::remote_sync_call(doubled_with_rank, dg::args(x),
                                             dg::dim_partitioner(1, {.exclusive = true, .keepdim = false}));
   check(columns.size() == 2, "dim 1 of size 2 makes 2 calls");
@@ -163,6 +167,12 @@ void calls() {
         "every tensor is split alike");
   check(dg::remote_sync_call(rank_plus, dg::args(int64_t{10}), dg::batch_partitioner).at(0) == 10,
         "no tensors: one call, on rank 0");
+
+  // Workers chosen by name and by rank.
+  const auto chosen =
+      dg::remote_sync_call(doubled_with_rank, dg::args(x), dg::dim_partitioner(0, {.workers = {"worker2", 1}}));
+  check(chosen.size() == 2 && chosen[0].first == 2 && chosen[1].first == 1, "the workers named, in their order");
+  check(chosen[1].second.size(0) == 4, "the last of 2 workers takes the remainder");
 
   // A batch-size mismatch is reported before any call.
   try {
@@ -209,6 +219,39 @@ void nested() {
   // d/dx of sum_r (sum_j x_rj)^2 = 2 sum_j x_rj, on every element of row r.
   const Tensor expected = dg::ops::mul(dg::ops::expand(dg::ops::sum(x.detach(), {1}, true), {3, 6}), 2.0);
   check_close(x.grad(), expected, "gradients through two levels of parallelize");
+}
+
+// A batch of size 0 makes no calls: without a reducer the result is an empty list (as TorchOpt's);
+// with one, an error at the call, naming the function.
+void empty_batch() {
+  const Tensor empty = batch(0, 2);
+  check(dg::remote_sync_call(total, dg::args(empty), dg::batch_partitioner).empty(), "no reducer: an empty list");
+  check(dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(empty).empty(),
+        "parallelize, no reducer: an empty list");
+  check(dg::parallelize_async(total, dg::batch_partitioner)(empty).get().empty(), "async, no reducer: an empty list");
+  auto no_calls = [](const std::tuple<Tensor>&) { return dg::Partitions<Tensor>{}; };
+  check(dg::remote_sync_call(total, dg::args(batch(2, 2)), no_calls).empty(), "a partitioner making no calls");
+
+  const std::vector<std::function<void()>> reduced = {
+      [&] { dg::remote_async_call(total, dg::args(empty), dg::batch_partitioner, dg::mean_reducer); },
+      [&] { dg::parallelize(total)(empty); },
+      [&] { dg::parallelize_async(total, dg::exclusive_batch_partitioner, dg::sum_reducer)(empty); },
+      [&] { dg::remote_sync_call(total, dg::args(batch(2, 2)), no_calls, dg::sum_reducer); },
+  };
+  for (size_t i = 0; i < reduced.size(); ++i) {
+    const std::string what = "reduced empty call " + std::to_string(i);
+    try {
+      reduced[i]();  // throws at the call, before any future
+      check(false, what + " must throw");
+    } catch (const dg::Error& error) {
+      const std::string message = error.what();
+      check(message.find("total: the partitioner made no calls (an empty batch?), so the reducer has nothing to "
+                         "reduce") != std::string::npos,
+            what + ": the message, got: " + message);
+    }
+  }
+  check(dg::remote_sync_call(total, dg::args(batch(2, 2)), 1).at(0).item<double>() == 6,
+        "the world still serves calls");
 }
 
 // A failure in one partition fails the whole call, naming the worker and the function.
@@ -283,6 +326,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"calls", [] { return world_running(calls); }},
       {"async", [] { return world_running(async_calls); }},
       {"nested", [] { return world_running(nested); }},
+      {"empty_batch", [] { return world_running(empty_batch); }},
       {"failure", [] { return world_running(failure); }},
       {"maml_gradients", [] { return world_running(maml_gradients); }},
   };

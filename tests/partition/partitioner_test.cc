@@ -1,6 +1,6 @@
 // Partitioners and reducers in one process, in a world of 4 (set below, before the world is read):
-// every row of the edge-case table of docs/map-reduce.md, nested tensors, differentiable
-// splits, and reducers over tensors, numbers, tuples and structs.
+// every row of the edge-case table of docs/map-reduce.md, workers by rank and by name, nested
+// tensors, differentiable splits, and reducers over tensors, numbers, tuples and structs.
 #include "partition/partitioner.h"
 
 #include <stdlib.h>
@@ -76,7 +76,16 @@ TEST(DimPartitioner, ExclusiveMakesOneCallPerSampleRoundRobin) {
   EXPECT_EQ(values(std::get<0>(dropped[5].second)), (std::vector<double>{15, 16, 17}));
   const auto kept = dim_partitioner(0, {.exclusive = true})(args(batch_of(6, {3})));
   EXPECT_EQ(std::get<0>(kept[5].second).sizes(), (Shape{1, 3}));
-  EXPECT_EQ(exclusive_batch_partitioner(args(batch_of(2))).size(), 2u);
+}
+
+TEST(DimPartitioner, ExclusiveBatchPartitionerKeepsTheDimAsTorchOpts) {
+  // TorchOpt: exclusive_batch_partitioner = dim_partitioner(dim=0, keepdim=True, exclusive=True).
+  const auto calls = exclusive_batch_partitioner(args(batch_of(6, {3})));
+  EXPECT_EQ(workers_of(calls), (std::vector<int>{0, 1, 2, 3, 0, 1}));
+  EXPECT_EQ(std::get<0>(calls[5].second).sizes(), (Shape{1, 3}));
+  EXPECT_EQ(values(std::get<0>(calls[5].second)), (std::vector<double>{15, 16, 17}));
+  EXPECT_TRUE(exclusive_batch_partitioner.options().exclusive);
+  EXPECT_TRUE(exclusive_batch_partitioner.options().keepdim);
 }
 
 TEST(DimPartitioner, KeepdimFalseWithoutExclusiveIsAnErrorAtConstruction) {
@@ -96,7 +105,33 @@ TEST(DimPartitioner, NegativeDimsCountFromTheEndAndWorkersCanBeChosen) {
   EXPECT_EQ(std::get<0>(calls[0].second).sizes(), (Shape{2, 2}));
   EXPECT_EQ(std::get<0>(calls[1].second).sizes(), (Shape{2, 3}));
   EXPECT_ERROR_CONTAINS(dim_partitioner(0, {.workers = {4}})(args(batch_of(2))),
-                        "worker 4 is not a rank of this world of 4");
+                        "dim_partitioner: worker 4 is not a rank of this world of 4 (expected 0..3 or a name "
+                        "worker0..worker3)");
+}
+
+TEST(DimPartitioner, WorkersCanBeGivenByNameOrRank) {
+  const auto named = dim_partitioner(0, {.workers = {"worker1"}})(args(batch_of(3)));
+  EXPECT_EQ(workers_of(named), (std::vector<int>{1}));
+  EXPECT_EQ(sizes_on_dim0(named), (std::vector<int64_t>{3}));
+  const auto mixed = dim_partitioner(0, {.workers = {1, "worker2", std::string("worker3")}})(args(batch_of(7)));
+  EXPECT_EQ(workers_of(mixed), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(sizes_on_dim0(mixed), (std::vector<int64_t>{2, 2, 3}));
+  const auto round_robin = dim_partitioner(0, {.exclusive = true, .workers = {"worker3", 0}})(args(batch_of(3)));
+  EXPECT_EQ(workers_of(round_robin), (std::vector<int>{3, 0, 3}));
+}
+
+TEST(DimPartitioner, AnUnknownWorkerNameIsAnErrorNamingIt) {
+  const DimPartitioner partitioner = dim_partitioner(0, {.workers = {1, "worker4"}});  // names resolve at the call
+  EXPECT_ERROR_CONTAINS(partitioner(args(batch_of(2))),
+                        "dim_partitioner: worker \"worker4\" is not a rank of this world of 4 (expected 0..3 or a "
+                        "name worker0..worker3)");
+  EXPECT_ERROR_CONTAINS(dim_partitioner(0, {.workers = {"worker01"}})(args(batch_of(2))), "worker \"worker01\"");
+  EXPECT_ERROR_CONTAINS(dim_partitioner(0, {.workers = {"trainer1"}})(args(batch_of(2))), "worker \"trainer1\"");
+}
+
+TEST(DimPartitioner, AnEmptyBatchMakesNoCalls) {
+  EXPECT_TRUE(batch_partitioner(args(batch_of(0, {3}))).empty());
+  EXPECT_TRUE(exclusive_batch_partitioner(args(batch_of(0))).empty());
 }
 
 TEST(DimPartitioner, BatchSizeMismatchNamesTheDimAndTheShape) {

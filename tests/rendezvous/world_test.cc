@@ -307,16 +307,22 @@ TEST(SlurmTasksPerNode, RejectsMalformedCounts) {
   }
 }
 
-TEST(WorkerName, ZeroPadsToTheDigitsOfTheLargestRank) {
+TEST(WorkerName, ZeroPadsToTheDigitsOfTheWorldSizeAsTorchOpt) {
+  // TorchOpt: f'worker{rank:0{len(str(world_size))}d}'.
   EXPECT_EQ(worker_name(0, 1), "worker0");
-  EXPECT_EQ(worker_name(0, 10), "worker0");
-  EXPECT_EQ(worker_name(9, 10), "worker9");
-  EXPECT_EQ(worker_name(0, 16), "worker00");
+  EXPECT_EQ(worker_name(0, 4), "worker0");
+  EXPECT_EQ(worker_name(3, 4), "worker3");
+  EXPECT_EQ(worker_name(0, 10), "worker00");
+  EXPECT_EQ(worker_name(5, 10), "worker05");
+  EXPECT_EQ(worker_name(9, 10), "worker09");
+  EXPECT_EQ(worker_name(0, 11), "worker00");
+  EXPECT_EQ(worker_name(10, 11), "worker10");
   EXPECT_EQ(worker_name(7, 16), "worker07");
-  EXPECT_EQ(worker_name(15, 16), "worker15");
-  EXPECT_EQ(worker_name(0, 100), "worker00");
-  EXPECT_EQ(worker_name(99, 100), "worker99");
+  EXPECT_EQ(worker_name(0, 100), "worker000");
+  EXPECT_EQ(worker_name(5, 100), "worker005");
+  EXPECT_EQ(worker_name(99, 100), "worker099");
   EXPECT_EQ(worker_name(5, 101), "worker005");
+  EXPECT_EQ(worker_name(100, 101), "worker100");
 }
 
 TEST(WorkerName, RejectsRanksOutsideTheWorld) {
@@ -326,23 +332,49 @@ TEST(WorkerName, RejectsRanksOutsideTheWorld) {
 }
 
 TEST(GetWorkerId, InvertsWorkerName) {
-  for (int world_size : {1, 10, 16, 100}) {
+  for (int world_size : {1, 4, 10, 11, 16, 100}) {
     for (int rank = 0; rank < world_size; ++rank) {
       ASSERT_EQ(get_worker_id(worker_name(rank, world_size), world_size), rank);
     }
   }
   EXPECT_EQ(get_worker_id("worker07", 16), 7);
+  EXPECT_EQ(get_worker_id("worker005", 100), 5);
+}
+
+TEST(GetWorkerId, AcceptsTheRankWithoutLeadingZerosToo) {
+  for (int world_size : {1, 4, 10, 11, 16, 100}) {
+    for (int rank = 0; rank < world_size; ++rank) {
+      ASSERT_EQ(get_worker_id("worker" + std::to_string(rank), world_size), rank);
+    }
+  }
+  EXPECT_EQ(get_worker_id("worker5", 10), 5);
+  EXPECT_EQ(get_worker_id("worker05", 10), 5);
+  EXPECT_EQ(get_worker_id("worker0", 100), 0);
+  EXPECT_EQ(get_worker_id("worker000", 100), 0);
+  EXPECT_EQ(find_worker_id("worker5", 100), 5);
+}
+
+TEST(GetWorkerId, RejectsOtherPaddings) {
+  EXPECT_ERROR_CONTAINS(get_worker_id("worker05", 100), "\"worker05\" is not a worker name in a world of size 100",
+                        "expected worker000..worker099, or unpadded worker0..worker99");
+  EXPECT_ERROR_CONTAINS(get_worker_id("worker00", 4), "\"worker00\"", "size 4", "expected worker0..worker3)");
+  EXPECT_ERROR_CONTAINS(get_worker_id("worker007", 16), "\"worker007\"", "size 16");
+  EXPECT_ERROR_CONTAINS(get_worker_id("worker0005", 100), "\"worker0005\"", "size 100");
+  EXPECT_EQ(find_worker_id("worker05", 100), std::nullopt);
 }
 
 TEST(GetWorkerId, RejectsNamesOutsideTheWorld) {
   EXPECT_ERROR_CONTAINS(get_worker_id("worker16", 16), "\"worker16\" is not a worker name in a world of size 16",
-                        "expected worker00..worker15");
-  EXPECT_ERROR_CONTAINS(get_worker_id("worker7", 16), "\"worker7\"", "size 16");
+                        "expected worker00..worker15, or unpadded worker0..worker15)");
+  EXPECT_ERROR_CONTAINS(get_worker_id("worker10", 10), "\"worker10\"", "size 10",
+                        "expected worker00..worker09, or unpadded worker0..worker9)");
   EXPECT_ERROR_CONTAINS(get_worker_id("worker1", 1), "\"worker1\"", "size 1", "expected worker0)");
-  for (const char* bad : {"", "worker", "trainer03", "worker-1", "worker+1", "worker0a", "Worker03", "worker 3"}) {
+  for (const char* bad : {"", "worker", "trainer03", "worker-1", "worker+1", "worker0a", "Worker03", "worker 3",
+                          "worker99999999999999999999"}) {
     EXPECT_ERROR_CONTAINS(get_worker_id(bad, 16), "is not a worker name in a world of size 16");
   }
   EXPECT_ERROR_CONTAINS(get_worker_id("worker0", 0), "world size must be positive");
+  EXPECT_ERROR_CONTAINS(find_worker_id("worker0", 0), "world size must be positive");
 }
 
 }  // namespace

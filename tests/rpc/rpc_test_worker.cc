@@ -527,10 +527,11 @@ int rendezvous() {
   const int rank = get_rank(), world = get_world_size();
   require(get_local_rank() == rank && get_local_world_size() == world, "local rank/world ", get_local_rank(), "/",
           get_local_world_size(), " on rank ", rank, " of ", world);
-  const int digits = static_cast<int>(std::to_string(world - 1).size());
+  const int digits = static_cast<int>(std::to_string(world).size());  // TorchOpt pads to the world size's digits
   const std::string last = std::to_string(world - 1);
   require(get_worker_name(world - 1) == "worker" + std::string(digits - last.size(), '0') + last, "unexpected name ",
           get_worker_name(world - 1));
+  require(world == 1 || get_worker_id("worker1") == 1, "the unpadded name worker1 is not rank 1");
   check_rank_filters();
   return auto_init_rpc(
       [] {
