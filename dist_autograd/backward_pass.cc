@@ -1,5 +1,6 @@
 #include "dist_autograd/backward_pass.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "autograd/engine.h"
@@ -14,9 +15,9 @@ namespace {
 using autograd::Edge;
 using autograd::TensorList;
 
-// The roots of a run that starts at the send function of `message_id` with `grads`.
-std::vector<Edge> message_roots(const DistAutogradContext& context, int64_t message_id, const TensorList& grads) {
-  std::shared_ptr<SendBackward> send = context.send(message_id);
+// The roots of a run that starts at `send` with `grads`.
+std::vector<Edge> message_roots(const std::shared_ptr<SendBackward>& send, int64_t message_id,
+                                const TensorList& grads) {
   DISTGRAD_CHECK(grads.size() == send->num_inputs(), "distributed autograd: message ", message_id, " carried ",
                  send->num_inputs(), " tensors but ", grads.size(), " gradients came back");
   std::vector<Edge> roots;
@@ -24,12 +25,35 @@ std::vector<Edge> message_roots(const DistAutogradContext& context, int64_t mess
   return roots;
 }
 
-// Runs the local engine from `roots`; records its failure, if any, in `failure`.
-void run_engine(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads,
-                std::exception_ptr& failure) {
+// A gradient message (registered under a reserved name): runs this worker's part of pass
+// `pass_id` from the send function of `message_id`, sent by the run `sender` of worker `from`;
+// returns the gradients for `from`'s send functions.
+ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64_t message_id,
+                                      std::vector<Tensor> grads, bool retain_graph, int from, RunOrder sender) {
+  ContextPtr context = ContextContainer::instance().find(context_id);
+  DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ",
+                 rpc::get_worker_name(), " (it was released, or the forward pass never reached this worker)");
+  const std::shared_ptr<SendBackward> send = context->send(message_id);
+  std::vector<Edge> roots = message_roots(send, message_id, grads);
+  RunOrder order{send->order()};
+  order.insert(order.end(), sender.begin(), sender.end());
+  return context->join_pass(pass_id, retain_graph)->run(*context, roots, std::move(grads), from, std::move(order));
+}
+DISTGRAD_REMOTE_NAMED(propagate_gradients, "__distgrad.autograd.propagate");
+
+}  // namespace
+
+void BackwardPass::run_engine(DistAutogradContext& context, const Run& run, const std::vector<Edge>& roots,
+                              TensorList grads, std::exception_ptr& failure) {
+  {
+    std::lock_guard<std::mutex> lock(runs_mutex_);
+    for (const Edge& root : roots) roots_.push_back(root.function);
+  }
   autograd::ExecuteOptions options;
   options.keep_graph = true;  // Note [Graphs kept through a pass]
-  options.accumulate_leaf = [&context](const Tensor& leaf, const Tensor& grad) { context.accumulate(leaf, grad); };
+  options.accumulate_leaf = [&context, &run](const Tensor& leaf, const Tensor& grad) {
+    context.accumulate(leaf, grad, run.order);
+  };
   try {
     autograd::NoGradGuard no_grad;
     autograd::Engine::execute(roots, std::move(grads), options);
@@ -38,52 +62,58 @@ void run_engine(DistAutogradContext& context, const std::vector<Edge>& roots, Te
   }
 }
 
-// A gradient message (registered under a reserved name): runs this worker's part of pass
-// `pass_id` from the send function of `message_id`; returns the gradients for `from`'s send
-// functions.
-ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64_t message_id,
-                                      std::vector<Tensor> grads, bool retain_graph, int from) {
-  ContextPtr context = ContextContainer::instance().find(context_id);
-  DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ",
-                 rpc::get_worker_name(), " (it was released, or the forward pass never reached this worker)");
-  std::vector<Edge> roots = message_roots(*context, message_id, grads);
-  return context->join_pass(pass_id, retain_graph)->run(*context, roots, std::move(grads), from);
+std::vector<std::shared_ptr<autograd::Node>> BackwardPass::roots() const {
+  std::lock_guard<std::mutex> lock(runs_mutex_);
+  return roots_;
 }
-DISTGRAD_REMOTE_NAMED(propagate_gradients, "__distgrad.autograd.propagate");
-
-}  // namespace
 
 ReturnedGradients BackwardPass::run(DistAutogradContext& context, const std::vector<Edge>& roots, TensorList grads,
-                                    int caller) {
+                                    int caller, RunOrder order) {
   std::list<Run>::iterator run;
   {
     std::lock_guard<std::mutex> lock(runs_mutex_);
-    run = runs_.insert(runs_.end(), Run{std::this_thread::get_id(), caller, {}, {}});
+    run = runs_.insert(runs_.end(), Run{std::this_thread::get_id(), caller, std::move(order), {}, {}});
   }
+  // The messages not yet awaited, from `next` on, in MessageOrder (Note [Call order]).
+  const auto order_pending = [&run](size_t next) {
+    std::stable_sort(run->sent.begin() + static_cast<std::ptrdiff_t>(next), run->sent.end(),
+                     [](const SentMessage& a, const SentMessage& b) { return a.order < b.order; });
+  };
   std::exception_ptr failure;
-  run_engine(context, roots, std::move(grads), failure);
+  run_engine(context, *run, roots, std::move(grads), failure);
+  order_pending(0);
   // Every message is awaited, even after a failure: none outlives the pass that sent it. Replies
-  // that bring gradients back continue the pass here, which may send more messages.
+  // that bring gradients back continue the pass here, one message at a time in MessageOrder,
+  // which may send more.
   for (size_t i = 0; i < run->sent.size(); ++i) {
     ReturnedGradients returned;
     try {
-      returned = run->sent[i].get();
+      returned = run->sent[i].reply.get();
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
     if (returned.empty() || failure) continue;
-    std::vector<Edge> message_edges;
-    TensorList message_grads;
+    std::vector<std::pair<std::shared_ptr<SendBackward>, size_t>> sends;  // (send, index in returned)
     try {
-      for (auto& [message_id, tensors] : returned) {
-        for (Edge& edge : message_roots(context, message_id, tensors)) message_edges.push_back(std::move(edge));
-        for (Tensor& tensor : tensors) message_grads.push_back(std::move(tensor));
-      }
+      for (size_t m = 0; m < returned.size(); ++m) sends.emplace_back(context.send(returned[m].first), m);
     } catch (...) {
       failure = std::current_exception();
       continue;
     }
-    run_engine(context, message_edges, std::move(message_grads), failure);
+    std::stable_sort(sends.begin(), sends.end(),
+                     [](const auto& a, const auto& b) { return a.first->order() < b.first->order(); });
+    for (auto& [send, m] : sends) {
+      auto& [message_id, tensors] = returned[m];
+      std::vector<Edge> message_edges;
+      try {
+        message_edges = message_roots(send, message_id, tensors);
+      } catch (...) {
+        failure = std::current_exception();
+        break;
+      }
+      run_engine(context, *run, message_edges, std::move(tensors), failure);
+    }
+    order_pending(i + 1);
   }
   ReturnedGradients for_caller = std::move(run->for_caller);
   {
@@ -102,7 +132,8 @@ BackwardPass::Run* BackwardPass::run_on_this_thread() {
   return nullptr;
 }
 
-bool BackwardPass::send_gradients(int64_t context_id, int worker, int64_t message_id, std::vector<Tensor>& grads) {
+bool BackwardPass::send_gradients(int64_t context_id, int worker, int64_t message_id, const MessageOrder& order,
+                                  std::vector<Tensor>& grads) {
   Run* run = run_on_this_thread();
   if (run == nullptr) return false;
   if (worker == run->caller) {
@@ -110,20 +141,21 @@ bool BackwardPass::send_gradients(int64_t context_id, int worker, int64_t messag
     return true;
   }
   ContextScope outside(nullptr);  // the gradients themselves are not recorded
-  run->sent.push_back(rpc::rpc_async(worker, &propagate_gradients, context_id, id_, message_id, std::move(grads),
-                                     retain_graph_, rpc::get_rank()));
+  run->sent.push_back({order, rpc::rpc_async(worker, &propagate_gradients, context_id, id_, message_id,
+                                             std::move(grads), retain_graph_, rpc::get_rank(), run->order)});
   return true;
 }
 
-void send_gradients(DistAutogradContext& context, int worker, int64_t message_id, std::vector<Tensor> grads) {
+void send_gradients(DistAutogradContext& context, int worker, int64_t message_id, const MessageOrder& order,
+                    std::vector<Tensor> grads) {
   std::shared_ptr<BackwardPass> pass = context.pass();
-  if (pass != nullptr && pass->send_gradients(context.id(), worker, message_id, grads)) return;
+  if (pass != nullptr && pass->send_gradients(context.id(), worker, message_id, order, grads)) return;
   // A local backward reached the node: its gradients start a pass of their own, on `worker` and
   // from there on. Nothing here would run gradients that came back in the reply: ask for none.
   ContextScope outside(nullptr);
   const int64_t pass_id = ContextContainer::instance().next_message_id();
   rpc::rpc_sync(worker, &propagate_gradients, context.id(), pass_id, message_id, std::move(grads),
-                /*retain_graph=*/false, /*from=*/-1);
+                /*retain_graph=*/false, /*from=*/-1, RunOrder{});
 }
 
 }  // namespace distgrad::dist_autograd

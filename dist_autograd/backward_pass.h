@@ -27,10 +27,12 @@
 // message rather than as a message of their own, and the caller's pass goes on from them when the
 // reply arrives: a remote call's backward costs one round trip, not two (a task's query loss goes
 // back to the worker that adapted it; the gradient of the parameters it was sent comes back with
-// the reply).
+// the reply). A run awaits its messages, and goes on from their replies, in the order of the
+// calls, not of their arrival (Note [Call order], dist_autograd/call_order.h).
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -40,6 +42,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "autograd/node.h"
+#include "dist_autograd/call_order.h"
 #include "rpc/future.h"
 
 namespace distgrad::dist_autograd {
@@ -57,41 +60,56 @@ class BackwardPass {
   BackwardPass& operator=(const BackwardPass&) = delete;
 
   int64_t id() const { return id_; }
+  // The nodes this worker's runs of the pass started from (their graphs are the pass's here).
+  std::vector<std::shared_ptr<autograd::Node>> roots() const;
 
   // Runs this worker's part of the pass from `roots` (edges) with `grads` on this thread,
-  // accumulating leaves into `context`, then awaits every message the run sent (Note [Gradient
-  // messages in flight]). Returns the gradients owed to `caller`, the worker whose message
-  // started the run (-1: none; everything is sent).
+  // accumulating leaves into `context` under `order`, then awaits every message the run sent
+  // (Note [Gradient messages in flight]). Returns the gradients owed to `caller`, the worker
+  // whose message started the run (-1: none; everything is sent).
   ReturnedGradients run(DistAutogradContext& context, const std::vector<autograd::Edge>& roots,
-                        autograd::TensorList grads, int caller);
+                        autograd::TensorList grads, int caller, RunOrder order);
 
-  // Gradients for the SendBackward of `message_id` on `worker`, from the run on this thread: in
-  // its reply when `worker` started it, else in a message the run awaits. Returns false, sending
-  // nothing, when no run of this pass is on this thread (a local backward reached the node).
-  bool send_gradients(int64_t context_id, int worker, int64_t message_id, std::vector<Tensor>& grads);
+  // Gradients for the SendBackward of `message_id` on `worker`, from the RecvBackward of that
+  // message (at `order`) in the run on this thread: in its reply when `worker` started it, else
+  // in a message the run awaits. Returns false, sending nothing, when no run of this pass is on
+  // this thread (a local backward reached the node).
+  bool send_gradients(int64_t context_id, int worker, int64_t message_id, const MessageOrder& order,
+                      std::vector<Tensor>& grads);
 
  private:
+  // A gradient message a run sent, and the place of its RecvBackward in the context's order.
+  struct SentMessage {
+    MessageOrder order;
+    rpc::Future<ReturnedGradients> reply;
+  };
   // A run of the local engine, from its start to its reply. Its fields belong to its thread.
   struct Run {
     std::thread::id thread;
     int caller;
+    RunOrder order;
     ReturnedGradients for_caller;
-    std::vector<rpc::Future<ReturnedGradients>> sent;
+    std::vector<SentMessage> sent;
   };
 
   // The run on this thread, or null.
   Run* run_on_this_thread();
+  // Runs the local engine for `run` from `roots`; records its failure, if any, in `failure`.
+  void run_engine(DistAutogradContext& context, const Run& run, const std::vector<autograd::Edge>& roots,
+                  autograd::TensorList grads, std::exception_ptr& failure);
 
   const int64_t id_;
   const bool retain_graph_;
-  std::mutex runs_mutex_;  // guards the list runs_ (not the runs: each belongs to its thread)
+  mutable std::mutex runs_mutex_;  // guards the list runs_ (not the runs: each belongs to its thread) and roots_
   std::list<Run> runs_ ABSL_GUARDED_BY(runs_mutex_);
+  std::vector<std::shared_ptr<autograd::Node>> roots_ ABSL_GUARDED_BY(runs_mutex_);
 };
 
 // RecvBackward's way out: sends `grads` (one per tensor of the message) to the SendBackward of
-// `message_id` on `worker`, through the pass running in `context`; outside a pass (a local
-// backward reached the node) as a pass of their own, which returns once `worker`'s part (and
-// everything it started) has finished.
-void send_gradients(DistAutogradContext& context, int worker, int64_t message_id, std::vector<Tensor> grads);
+// `message_id` (at `order`) on `worker`, through the pass running in `context`; outside a pass
+// (a local backward reached the node) as a pass of their own, which returns once `worker`'s
+// part (and everything it started) has finished.
+void send_gradients(DistAutogradContext& context, int worker, int64_t message_id, const MessageOrder& order,
+                    std::vector<Tensor> grads);
 
 }  // namespace distgrad::dist_autograd

@@ -15,7 +15,7 @@ namespace {
 constexpr int kWorkerIdShift = 48;
 constexpr int64_t kCounterMask = (int64_t{1} << kWorkerIdShift) - 1;
 
-thread_local ContextPtr thread_context;
+thread_local ContextScope::ThreadState thread_state;
 
 }  // namespace
 
@@ -56,39 +56,58 @@ std::set<int> DistAutogradContext::workers() const {
 
 void DistAutogradContext::add_to(LeafGradients& gradients, const Tensor& leaf, const Tensor& grad) {
   // Kept without a copy: the engine never writes a gradient in place once it is handed over, and
-  // later ones are added out of place, so the two maps may share the first (accumulate_grad
-  // copies a shared tensor before it adds into .grad in place).
+  // later ones are added out of place, so the maps may share the first (accumulate_grad copies a
+  // shared tensor before it adds into .grad in place).
   auto [entry, inserted] = gradients.try_emplace(leaf.autograd_meta(), LeafGradient{leaf, grad});
   if (!inserted) entry->second.grad = ops::add(entry->second.grad, grad);
 }
 
-void DistAutogradContext::accumulate(const Tensor& leaf, const Tensor& grad) {
+void DistAutogradContext::accumulate(const Tensor& leaf, const Tensor& grad, const RunOrder& run) {
   if (!grad.defined()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  add_to(gradients_, leaf, grad);
-  if (recording_pass_) add_to(pass_gradients_, leaf, grad);
+  add_to(pass_runs_[run], leaf, grad);
+}
+
+DistAutogradContext::LeafGradients DistAutogradContext::pass_sum() const {
+  LeafGradients sum;
+  for (const auto& [run, gradients] : pass_runs_) {
+    for (const auto& [key, entry] : gradients) add_to(sum, entry.leaf, entry.grad);
+  }
+  return sum;
+}
+
+DistAutogradContext::LeafGradients DistAutogradContext::fold_pass() {
+  LeafGradients sum = pass_sum();
+  pass_runs_.clear();
+  for (const auto& [key, entry] : sum) add_to(gradients_, entry.leaf, entry.grad);
+  return sum;
 }
 
 std::vector<LeafGradient> DistAutogradContext::gradients() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  LeafGradients all = gradients_;
+  for (const auto& [key, entry] : pass_sum()) add_to(all, entry.leaf, entry.grad);
   std::vector<LeafGradient> result;
-  for (const auto& [key, entry] : gradients_) result.push_back(entry);
+  for (auto& [key, entry] : all) result.push_back(std::move(entry));
   return result;
 }
 
 std::shared_ptr<BackwardPass> DistAutogradContext::begin_pass(int64_t pass_id, bool retain_graph) {
   std::lock_guard<std::mutex> lock(mutex_);
-  DISTGRAD_CHECK(!recording_pass_, "backward: a backward pass of context ", id_,
+  DISTGRAD_CHECK(!driving_pass_, "backward: a backward pass of context ", id_,
                  " is already running (one pass per context at a time)");
-  recording_pass_ = true;
-  pass_gradients_.clear();
+  driving_pass_ = true;
+  fold_pass();  // gradients a pass begun elsewhere brought here
   pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
   return pass_;
 }
 
 std::shared_ptr<BackwardPass> DistAutogradContext::join_pass(int64_t pass_id, bool retain_graph) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pass_ == nullptr || pass_->id() != pass_id) pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
+  if (pass_ == nullptr || pass_->id() != pass_id) {
+    fold_pass();
+    pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
+  }
   return pass_;
 }
 
@@ -99,11 +118,10 @@ std::shared_ptr<BackwardPass> DistAutogradContext::pass() const {
 
 std::vector<LeafGradient> DistAutogradContext::end_pass() {
   std::lock_guard<std::mutex> lock(mutex_);
-  recording_pass_ = false;
+  driving_pass_ = false;
   pass_ = nullptr;
   std::vector<LeafGradient> result;
-  for (auto& [key, entry] : pass_gradients_) result.push_back(std::move(entry));
-  pass_gradients_.clear();
+  for (auto& [key, entry] : fold_pass()) result.push_back(std::move(entry));
   return result;
 }
 
@@ -156,12 +174,20 @@ size_t ContextContainer::size() const {
 
 int64_t ContextContainer::next_message_id() { return worker_prefix() | (next_message_.fetch_add(1) & kCounterMask); }
 
-ContextPtr current_context() { return thread_context; }
+ContextPtr current_context() { return thread_state.context; }
 
-ContextScope::ContextScope(ContextPtr context) : previous_(std::move(thread_context)) {
-  thread_context = std::move(context);
+const CallPath& current_call() { return thread_state.call; }
+
+CallPath next_call() {
+  CallPath call = thread_state.call;
+  call.push_back(thread_state.calls_made++);
+  return call;
 }
 
-ContextScope::~ContextScope() { thread_context = std::move(previous_); }
+ContextScope::ContextScope(ContextPtr context, CallPath call) : previous_(std::move(thread_state)) {
+  thread_state = ThreadState{std::move(context), std::move(call), 0};
+}
+
+ContextScope::~ContextScope() { thread_state = std::move(previous_); }
 
 }  // namespace distgrad::dist_autograd

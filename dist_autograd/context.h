@@ -9,7 +9,8 @@
 //
 // Ids are `worker_id << 48 | counter`, unique across the job without coordination. The current
 // context of a thread is set by ContextScope (the driver's autograd::Context, the handler of a
-// call made inside a context).
+// call made inside a context), with the place of the thread's calls in the context's order
+// (Note [Call order], dist_autograd/call_order.h).
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "autograd/node.h"
+#include "dist_autograd/call_order.h"
 
 namespace distgrad::dist_autograd {
 
@@ -51,17 +53,20 @@ class DistAutogradContext {
   void add_worker(int rank);
   std::set<int> workers() const;
 
-  // Adds `grad` to the gradient of `leaf` in this context (and in the current pass, see
-  // begin_pass).
-  void accumulate(const Tensor& leaf, const Tensor& grad);
+  // Adds `grad`, computed by the run `run` of the current pass, to the gradient of `leaf` in
+  // this context. A pass's gradients are kept per run and added up in RunOrder when the pass
+  // ends (Note [Call order]).
+  void accumulate(const Tensor& leaf, const Tensor& grad, const RunOrder& run);
+  // Every pass's gradients (the current one's so far included).
   std::vector<LeafGradient> gradients() const;
 
-  // The driver: starts backward pass `pass_id` here and records the gradients it brings this
-  // worker's leaves separately (the driver adds exactly those into .grad); end_pass returns
-  // them. Throws when a pass of this context is already running.
+  // The driver: starts backward pass `pass_id` here; end_pass returns the gradients that pass
+  // brought this worker's leaves (the driver adds exactly those into .grad). Throws when a pass
+  // of this context is already running.
   std::shared_ptr<BackwardPass> begin_pass(int64_t pass_id, bool retain_graph);
   std::vector<LeafGradient> end_pass();
-  // A worker that pass `pass_id`'s gradients reached: the pass, begun here on first contact.
+  // A worker that pass `pass_id`'s gradients reached: the pass, begun here on first contact
+  // (which ends the previous one here).
   std::shared_ptr<BackwardPass> join_pass(int64_t pass_id, bool retain_graph);
   // The pass running in this context (the last one begun or joined), or null.
   std::shared_ptr<BackwardPass> pass() const;
@@ -72,16 +77,20 @@ class DistAutogradContext {
  private:
   using LeafGradients = std::unordered_map<const void*, LeafGradient>;  // keyed by the leaf's autograd state
   static void add_to(LeafGradients& gradients, const Tensor& leaf, const Tensor& grad);
+  // The current pass's gradients, each run's added up in RunOrder.
+  LeafGradients pass_sum() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the current pass here: adds its gradients into gradients_; returns them.
+  LeafGradients fold_pass() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int64_t id_;
   mutable std::mutex mutex_;  // guards everything below
   std::map<int64_t, std::shared_ptr<SendBackward>> sends_ ABSL_GUARDED_BY(mutex_);
   std::map<int64_t, std::shared_ptr<RecvBackward>> recvs_ ABSL_GUARDED_BY(mutex_);
   std::set<int> workers_ ABSL_GUARDED_BY(mutex_);
-  LeafGradients gradients_ ABSL_GUARDED_BY(mutex_);
+  LeafGradients gradients_ ABSL_GUARDED_BY(mutex_);                      // of the passes that ended
+  std::map<RunOrder, LeafGradients> pass_runs_ ABSL_GUARDED_BY(mutex_);  // of the current pass, per run
   std::shared_ptr<BackwardPass> pass_ ABSL_GUARDED_BY(mutex_);
-  bool recording_pass_ ABSL_GUARDED_BY(mutex_) = false;
-  LeafGradients pass_gradients_ ABSL_GUARDED_BY(mutex_);
+  bool driving_pass_ ABSL_GUARDED_BY(mutex_) = false;  // begin_pass ran, end_pass has not
   std::set<int64_t> released_passes_ ABSL_GUARDED_BY(mutex_);
 };
 
@@ -117,17 +126,30 @@ class ContextContainer {
 
 // The current context of this thread, or null.
 ContextPtr current_context();
+// The CallPath of the call this thread serves in its current context ({} on the driver).
+const CallPath& current_call();
+// The CallPath of the next call this thread makes in its current context (Note [Call order]).
+CallPath next_call();
 
-// Makes `context` (possibly null) this thread's current context for the scope.
+// Makes `context` (possibly null) this thread's current context for the scope; `call` is the
+// call the thread serves in it ({}: the driver's context itself). Scopes nest: the previous
+// context and its count of calls come back at the end.
 class ContextScope {
  public:
-  explicit ContextScope(ContextPtr context);
+  explicit ContextScope(ContextPtr context, CallPath call = {});
   ~ContextScope();
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
 
+  // A thread's current context, the call it serves and the calls it has made in it.
+  struct ThreadState {
+    ContextPtr context;
+    CallPath call;
+    uint32_t calls_made = 0;
+  };
+
  private:
-  ContextPtr previous_;
+  ThreadState previous_;
 };
 
 }  // namespace distgrad::dist_autograd

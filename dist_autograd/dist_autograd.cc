@@ -52,13 +52,16 @@ void release_context(int64_t context_id, int64_t, int from) {
 }
 DISTGRAD_REMOTE_NAMED(release_context, "__distgrad.autograd.release");
 
-// Frees the graph of the context's send functions here and on the workers it talked to, and
+// Frees the graph pass `pass_id` ran over here and on the workers the context talked to, and
 // returns once they have too; a pass id already seen stops the message (Note [Graphs kept
-// through a pass]).
+// through a pass]). Only the pass's own graph: the message may arrive after the program went on
+// to record more in the context.
 void release_pass_graph(int64_t context_id, int64_t pass_id, int from) {
   ContextPtr context = ContextContainer::instance().find(context_id);
   if (context == nullptr || !context->mark_pass_released(pass_id)) return;
-  release_graph_from(context->send_functions());
+  if (const std::shared_ptr<BackwardPass> pass = context->pass(); pass != nullptr && pass->id() == pass_id) {
+    release_graph_from(pass->roots());
+  }
   for (const rpc::Future<void>& done : forward_to_workers(context, from, &release_pass_graph, pass_id)) done.wait();
 }
 DISTGRAD_REMOTE_NAMED(release_pass_graph, "__distgrad.autograd.release_graph");
@@ -70,6 +73,7 @@ std::vector<rpc::Future<void>> forward_to_workers(const ContextPtr& context, int
                                                   void (*message)(int64_t, int64_t, int), int64_t argument) {
   std::vector<rpc::Future<void>> calls;
   if (!rpc::is_initialized()) return calls;
+  ContextScope outside(nullptr);  // the messages are about the context, not in it
   const int self = rpc::get_rank();
   for (int worker : context->workers()) {
     if (worker == except || worker == self) continue;
@@ -125,13 +129,14 @@ std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& ro
   for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   const int64_t pass_id = ContextContainer::instance().next_message_id();
   std::shared_ptr<BackwardPass> pass = context.begin_pass(pass_id, retain_graph);
+  // A pass that failed somewhere ends as one that did not (its graph released unless retained,
+  // what it accumulated kept), and the context stays usable, as PyTorch's: the run awaited every
+  // message it sent, so no part of the pass is still running anywhere.
+  std::exception_ptr failure;
   try {
-    pass->run(context, edges, std::move(grads), /*caller=*/-1);
+    pass->run(context, edges, std::move(grads), /*caller=*/-1, RunOrder{});
   } catch (...) {
-    // The pass failed somewhere: every worker that took part drops the context's state.
-    context.end_pass();
-    release_context(context.id(), 0, -1);
-    throw;
+    failure = std::current_exception();
   }
   if (!retain_graph) {
     std::vector<std::shared_ptr<Node>> nodes = context.send_functions();
@@ -145,7 +150,9 @@ std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& ro
       pending.by_context[context.id()] = std::move(calls);
     }
   }
-  return context.end_pass();
+  std::vector<LeafGradient> gradients = context.end_pass();
+  if (failure) std::rethrow_exception(failure);
+  return gradients;
 }
 
 }  // namespace
@@ -158,8 +165,15 @@ namespace distgrad::autograd {
 
 namespace {
 
-// A context is created in a process whose RPC, if running, carries distributed autograd.
+// A context is created outside any other, in a process whose RPC, if running, carries
+// distributed autograd.
 dist_autograd::ContextPtr new_context() {
+  if (const dist_autograd::ContextPtr outer = dist_autograd::current_context()) {
+    DISTGRAD_FAIL("autograd::Context: this thread is already in distributed autograd context ", outer->id(),
+                  dist_autograd::current_call().empty() ? "" : " (a remote function runs in its caller's context)",
+                  "; contexts do not nest, as in PyTorch: make the calls and the backward in that context, or "
+                  "open the new one after it ends");
+  }
   DISTGRAD_CHECK(!rpc::is_initialized() || rpc::agent().runs_interceptor(dist_autograd::kInterceptorName),
                  "autograd::Context: RPC was started without distributed autograd's call interceptor "
                  "(rpc::start_agent); start it with init_rpc or auto_init_rpc (dist_autograd/init_rpc.h), or add "
@@ -180,7 +194,13 @@ Context::~Context() {
 
 void backward(const Context& context, const TensorList& roots, bool retain_graph, const TensorList& inputs) {
   dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
-  DISTGRAD_CHECK(state != nullptr, "backward: context ", context.id(), " was released (a failed pass releases it)");
+  DISTGRAD_CHECK(state != nullptr, "backward: context ", context.id(), " was released");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    inputs[i].check_defined("backward");
+    DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "backward: input ", i, " (a ",
+                   inputs[i].describe(),
+                   ") must be a leaf that requires grad: distributed gradients are collected at leaves");
+  }
   std::vector<dist_autograd::LeafGradient> pass = dist_autograd::run_pass(state, roots, retain_graph, "backward");
   for (const dist_autograd::LeafGradient& entry : pass) {
     const bool wanted = inputs.empty() || std::any_of(inputs.begin(), inputs.end(),
@@ -193,7 +213,7 @@ void backward(const Context& context, const TensorList& roots, bool retain_graph
 TensorList grad(const Context& context, const TensorList& outputs, const TensorList& inputs, bool retain_graph,
                 bool allow_unused) {
   dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
-  DISTGRAD_CHECK(state != nullptr, "grad: context ", context.id(), " was released (a failed pass releases it)");
+  DISTGRAD_CHECK(state != nullptr, "grad: context ", context.id(), " was released");
   for (size_t i = 0; i < inputs.size(); ++i) {
     inputs[i].check_defined("grad");
     DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "grad: input ", i, " (a ", inputs[i].describe(),

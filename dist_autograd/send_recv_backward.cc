@@ -17,14 +17,16 @@ autograd::EdgeList edges_of(const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
-SendBackward::SendBackward(const std::vector<Tensor>& tensors) : Node(edges_of(tensors)) {
+SendBackward::SendBackward(const std::vector<Tensor>& tensors, MessageOrder order)
+    : Node(edges_of(tensors)), order_(std::move(order)) {
   for (const Tensor& tensor : tensors) add_input_metadata(tensor);
 }
 
-RecvBackward::RecvBackward(std::weak_ptr<DistAutogradContext> context, int64_t message_id, int from_worker,
-                           std::vector<size_t> slots, size_t message_size)
+RecvBackward::RecvBackward(std::weak_ptr<DistAutogradContext> context, int64_t message_id, MessageOrder order,
+                           int from_worker, std::vector<size_t> slots, size_t message_size)
     : context_(std::move(context)),
       message_id_(message_id),
+      order_(std::move(order)),
       from_worker_(from_worker),
       slots_(std::move(slots)),
       message_size_(message_size) {}
@@ -35,7 +37,7 @@ autograd::TensorList RecvBackward::apply(autograd::TensorList&& grads) {
   const ContextPtr context = context_.lock();
   DISTGRAD_CHECK(context != nullptr, "distributed autograd: the context of message ", message_id_,
                  " was released before its gradients could be sent back");
-  send_gradients(*context, from_worker_, message_id_, std::move(message_grads));
+  send_gradients(*context, from_worker_, message_id_, order_, std::move(message_grads));
   return {};
 }
 

@@ -8,7 +8,8 @@
 // grad_fn of the received tensors that required grad. In the backward pass, RecvBackward's
 // gradients travel back to that SendBackward (through the pass running in its context,
 // dist_autograd/backward_pass.h), from which the sender runs its local engine. Replies work the
-// same way in the other direction.
+// same way in the other direction. Both ends know the message's place in the context's order of
+// calls (Note [Call order], dist_autograd/call_order.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "dist_autograd/call_order.h"
 
 namespace distgrad::dist_autograd {
 
@@ -25,10 +27,15 @@ class DistAutogradContext;
 class SendBackward final : public autograd::Node {
  public:
   // `tensors` are the message's tensors, in order; undefined edges for those without grad.
-  explicit SendBackward(const std::vector<Tensor>& tensors);
+  SendBackward(const std::vector<Tensor>& tensors, MessageOrder order);
 
   autograd::TensorList apply(autograd::TensorList&& grads) override { return std::move(grads); }
   std::string name() const override { return "SendBackward"; }
+
+  const MessageOrder& order() const { return order_; }
+
+ private:
+  const MessageOrder order_;
 };
 
 // The receiver's end: sends the gradients of the received tensors to the sender.
@@ -36,7 +43,7 @@ class RecvBackward final : public autograd::Node {
  public:
   // `slots[i]` is the index in the message of this node's input slot i; `message_size` the
   // number of tensors of the message.
-  RecvBackward(std::weak_ptr<DistAutogradContext> context, int64_t message_id, int from_worker,
+  RecvBackward(std::weak_ptr<DistAutogradContext> context, int64_t message_id, MessageOrder order, int from_worker,
                std::vector<size_t> slots, size_t message_size);
 
   autograd::TensorList apply(autograd::TensorList&& grads) override;
@@ -47,6 +54,7 @@ class RecvBackward final : public autograd::Node {
  private:
   const std::weak_ptr<DistAutogradContext> context_;  // the context owns this node
   const int64_t message_id_;
+  const MessageOrder order_;
   const int from_worker_;
   const std::vector<size_t> slots_;
   const size_t message_size_;

@@ -16,3 +16,6 @@ ABSL_FLAG(double, outer_lr, 1e-3, "learning rate of the outer Adam optimizer");
 ABSL_FLAG(int, eval_tasks, 200, "fresh tasks for the meta-test loss");
 ABSL_FLAG(uint64_t, seed, 0, "random seed");
 ABSL_FLAG(std::string, dump_gradients, "", "write the first iteration's meta-gradients here and stop");
+ABSL_FLAG(std::string, save_parameters, "", "write the trained parameters here (safetensors) when training ends");
+ABSL_FLAG(double, min_improvement, 0,
+          "exit non-zero unless training lowers the meta-test loss at least this many times (0: never)");

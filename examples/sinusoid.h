@@ -91,4 +91,10 @@ inline void write_gradients(const Net& net, const std::string& path) {
   dg::save_safetensors(path, gradients);
 }
 
+inline void write_parameters(const Net& net, const std::string& path) {
+  dg::NamedTensors parameters;
+  for (const auto& [name, parameter] : net.named_parameters()) parameters.emplace_back(name, parameter.detach());
+  dg::save_safetensors(path, parameters);
+}
+
 }  // namespace sinusoid

@@ -1,7 +1,11 @@
-// Distributed autograd contexts in one process: one backward pass at a time, and a pass joined
-// under its id.
+// Distributed autograd contexts in one process: one backward pass at a time, a pass joined
+// under its id, and a pass's gradients added up in the order of its runs whatever order they
+// arrived in.
 #include "dist_autograd/context.h"
 
+#include <algorithm>
+
+#include "core/creation.h"
 #include "dist_autograd/backward_pass.h"
 #include "tests/core/test_util.h"
 
@@ -25,6 +29,50 @@ TEST(DistAutogradContext, WorkersJoinAPassUnderItsIdAndANewIdReplacesIt) {
   const std::shared_ptr<BackwardPass> second = context.join_pass(2, false);
   EXPECT_NE(second, first);
   EXPECT_EQ(context.pass(), second);
+}
+
+// The runs of one pass, each with the gradient it brings one leaf: the driver's own run first,
+// then runs started by the messages of calls 0, 1 and 2 (and one from a message that call 1's run
+// sent on). Summed in that order the result is 1e16 + 1 - 1e16 + 3 + 0.5 = 3.5; in another order
+// it differs (1e16 - 1e16 + 1 ... = 4.5).
+struct RunGradient {
+  RunOrder run;
+  double grad;
+};
+std::vector<RunGradient> runs_of_a_pass() {
+  const MessageOrder call0{{0}, true}, call1{{1}, true}, call2{{2}, true}, nested{{1, 0}, false};
+  return {{{}, 1e16}, {{call0}, 1}, {{call1}, -1e16}, {{call1, nested}, 3}, {{call2}, 0.5}};
+}
+
+TEST(DistAutogradContext, APassAddsItsRunsGradientsInRunOrderWhateverOrderTheyArrive) {
+  const Tensor leaf = zeros({1}, {.dtype = kFloat64, .requires_grad = true});
+  std::vector<RunGradient> runs = runs_of_a_pass();
+  std::sort(runs.begin(), runs.end(), [](const RunGradient& a, const RunGradient& b) { return a.run < b.run; });
+  double in_order = 0;
+  for (const RunGradient& run : runs) in_order = in_order + run.grad;
+  do {
+    DistAutogradContext context(7);
+    context.begin_pass(1, false);
+    for (const RunGradient& run : runs) context.accumulate(leaf, full({1}, run.grad, {.dtype = kFloat64}), run.run);
+    EXPECT_EQ(context.gradients().at(0).grad.item<double>(), in_order);  // read during the pass
+    const std::vector<LeafGradient> pass = context.end_pass();
+    ASSERT_EQ(pass.size(), 1u);
+    EXPECT_EQ(pass[0].grad.item<double>(), in_order);
+    EXPECT_EQ(context.gradients().at(0).grad.item<double>(), in_order);
+  } while (std::next_permutation(runs.begin(), runs.end(),
+                                 [](const RunGradient& a, const RunGradient& b) { return a.run < b.run; }));
+  EXPECT_EQ(in_order, 3.5);
+}
+
+TEST(DistAutogradContext, AWorkerEndsAPassWhenTheNextOneArrivesAndKeepsTheSumOfBoth) {
+  const Tensor leaf = zeros({1}, {.dtype = kFloat64, .requires_grad = true});
+  DistAutogradContext context(7);
+  context.join_pass(1, false);
+  context.accumulate(leaf, full({1}, 2.0, {.dtype = kFloat64}), {MessageOrder{{1}, true}});
+  context.accumulate(leaf, full({1}, 1.0, {.dtype = kFloat64}), {MessageOrder{{0}, true}});
+  context.join_pass(2, false);
+  context.accumulate(leaf, full({1}, 4.0, {.dtype = kFloat64}), {MessageOrder{{0}, true}});
+  EXPECT_EQ(context.gradients().at(0).grad.item<double>(), 7.0);
 }
 
 }  // namespace

@@ -74,8 +74,19 @@ TEST(DistAutogradGraphs, ArgumentsWithoutGradMixedWithOnesThatRequireIt) {
   expect_scenario("mixed_requires_grad", {"mixed arguments: a and c match the local reference"});
 }
 
-TEST(DistAutogradGraphs, NoTensorRequiringGradRecordsNothing) {
-  expect_scenario("no_grad", {"no grad: no send functions recorded and no context created on the worker"});
+TEST(DistAutogradGraphs, CallsWithoutGradTensorsCarryTheContextAndGradModeOffCarriesNothing) {
+  expect_scenario("no_grad", {"no grad: calls without grad tensors carry the context but record nothing; under "
+                              "NoGradGuard nothing reaches a worker and results do not require grad"});
+}
+
+TEST(DistAutogradGraphs, WorkerParametersGetGradientsFromCallsWithoutGradTensors) {
+  expect_scenario("worker_params_only",
+                  {"worker params only: the parameters of worker1, worker2 and worker3 got their gradients"});
+}
+
+TEST(DistAutogradGraphs, SumsAcrossWorkersFollowTheOrderOfTheCallsBitForBit) {
+  expect_scenario("call_order_sums",
+                  {"call order sums: five passes summed the gradients of 12 and 8 calls in call order, bit for bit"});
 }
 
 TEST(DistAutogradGraphs, SameTensorSentToTwoWorkersSumsTheGradients) {
@@ -113,8 +124,14 @@ TEST(DistAutogradPasses, GradWithAllowUnusedLeavesGradAlone) {
   expect_scenario("grad_allow_unused", {"grad: t1 and t4 match the local reference, the unused input is undefined"});
 }
 
-TEST(DistAutogradPasses, BackwardWritesGradOnlyOfTheInputs) {
-  expect_scenario("inputs_filter", {"inputs: only t1 and t4 got .grad(); the context holds all three"});
+TEST(DistAutogradPasses, BackwardWritesGradOnlyOfTheInputsAndRefusesInputsWithoutGrad) {
+  expect_scenario("inputs_filter", {"inputs: only t1 and t4 got .grad(); the context holds all three; inputs without "
+                                    "grad are refused"});
+}
+
+TEST(DistAutogradPasses, ContextsDoNotNest) {
+  expect_scenario("nested_contexts",
+                  {"nested contexts: refused on the driver and in a remote function; a context opens after them"});
 }
 
 TEST(DistAutogradPasses, NonScalarRootsAreRefused) {
@@ -150,9 +167,10 @@ TEST(DistAutogradErrors, ForwardExceptionNamesTheWorkerAndTheFunction) {
                   {"remote exception in failing_forward on worker1: failing_forward: refused a float64 tensor"});
 }
 
-TEST(DistAutogradErrors, BackwardExceptionReachesTheDriverNamingTheWorker) {
-  expect_scenario("backward_error", {"ThrowingBackward: this formula always fails",
-                                     "throwing_hook: this hook refuses every gradient", "every context was released"});
+TEST(DistAutogradErrors, BackwardExceptionReachesTheDriverNamingTheWorkerAndTheContextStaysUsable) {
+  expect_scenario("backward_error",
+                  {"ThrowingBackward: this formula always fails", "throwing_hook: this hook refuses every gradient",
+                   "a further pass in the context succeeded"});
 }
 
 TEST(DistAutogradErrors, WorkerKilledMidBackwardFailsThePassWithoutAHang) {

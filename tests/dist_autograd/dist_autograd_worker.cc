@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -284,6 +285,41 @@ DISTGRAD_REMOTE(dies_in_backward);
 Tensor forward_to_dying(Tensor x, int64_t victim) { return rpc_sync(victim, &dies_in_backward, sin(x)) * 2.0; }
 DISTGRAD_REMOTE(forward_to_dying);
 
+// Opens a distributed autograd context of its own.
+bool opens_context() {
+  Context inner;
+  return true;
+}
+DISTGRAD_REMOTE(opens_context);
+
+// A row of this worker's parameter: a call without tensors whose result requires grad (a
+// parameter server's lookup).
+Tensor param_row(int64_t row) { return select(worker_param(), 0, row) * 1.0; }
+DISTGRAD_REMOTE(param_row);
+
+// `tensor`, whose gradient waits `delay_us` microseconds here before it goes on.
+Tensor delayed_in_backward(const Tensor& tensor, int64_t delay_us) {
+  Tensor delayed = tensor * 1.0;
+  delayed.register_hook([delay_us](const Tensor& grad) {
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    return grad;
+  });
+  return delayed;
+}
+// (x * scale).sum(), answered after `delay_us` microseconds, whose backward waits as long: calls
+// that end, forward and backward, in an order of their own.
+Tensor late_scaled_sum(Tensor x, double scale, int64_t delay_us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  return (delayed_in_backward(x, delay_us) * scale).sum();
+}
+DISTGRAD_REMOTE(late_scaled_sum);
+// The same of this worker's parameter, from a call without tensors.
+Tensor late_scaled_param_sum(double scale, int64_t delay_us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  return (delayed_in_backward(worker_param(), delay_us) * scale).sum();
+}
+DISTGRAD_REMOTE(late_scaled_param_sum);
+
 // Where the backward parts of overlapping_backwards meet, on the driver: each worker's part
 // calls meet_in_backward, which waits until all three have arrived (or kMeetingTimeout passed)
 // and returns how many did.
@@ -332,12 +368,20 @@ std::vector<int> all_ranks() {
   return ranks;
 }
 
+// Asks `rank` about its state by a call made outside the current context: a call inside one would
+// carry the context there (dist_autograd/interceptor.h).
+template <typename R, typename... Params, typename... Args>
+auto ask(int rank, R (*function)(Params...), Args&&... args) {
+  dist_autograd::ContextScope outside(nullptr);
+  return rpc_sync(rank, function, std::forward<Args>(args)...);
+}
+
 // Waits until none of `ranks` holds a context (releases are asynchronous): polls each one, and
 // fails naming the first that still holds some after kReleaseTimeout.
 void expect_no_live_contexts(const std::vector<int>& ranks) {
   for (int rank : ranks) {
     const Clock::time_point start = Clock::now();
-    for (int64_t live = rpc_sync(rank, &live_contexts); live != 0; live = rpc_sync(rank, &live_contexts)) {
+    for (int64_t live = ask(rank, &live_contexts); live != 0; live = ask(rank, &live_contexts)) {
       require(Clock::now() - start < kReleaseTimeout, get_worker_name(rank), " still holds ", live, " contexts after ",
               seconds_since(start), " s");
       std::this_thread::sleep_for(1ms);
@@ -348,7 +392,7 @@ void expect_no_live_contexts(const std::vector<int>& ranks) {
 // The parameter of every rank, as leaves of the local reference.
 std::vector<Tensor> reference_params() {
   std::vector<Tensor> params;
-  for (int rank = 0; rank < get_world_size(); ++rank) params.push_back(copy_leaf(rpc_sync(rank, &param_value)));
+  for (int rank = 0; rank < get_world_size(); ++rank) params.push_back(copy_leaf(ask(rank, &param_value)));
   return params;
 }
 
@@ -364,7 +408,7 @@ void require_param_gradient(const Context& context, int rank, const Tensor& expe
     }
     return;
   }
-  const std::optional<Tensor> found = rpc_sync(rank, &param_gradient, context.id());
+  const std::optional<Tensor> found = ask(rank, &param_gradient, context.id());
   if (expected.defined()) {
     require(found.has_value(), name, ": no gradient in the context");
     require_close(name, *found, expected);
@@ -424,9 +468,9 @@ void check_param_on(int target, Generator& generator) {
   const GradientMap driver = get_gradients(ctx);
   require(driver.size() == 1 && driver.contains(x), what, ": the driver's get_gradients has ", driver.size(),
           " entries, expected x only");
-  require(rpc_sync(target, &gradient_count, ctx.id()) == 1, what, ": the worker's context holds ",
-          rpc_sync(target, &gradient_count, ctx.id()), " leaf gradients, expected 1");
-  require(!rpc_sync(target, &param_grad_defined), what, ": the worker's .grad() was written");
+  require(ask(target, &gradient_count, ctx.id()) == 1, what, ": the worker's context holds ",
+          ask(target, &gradient_count, ctx.id()), " leaf gradients, expected 1");
+  require(!ask(target, &param_grad_defined), what, ": the worker's .grad() was written");
 }
 
 // Runs `body` on the driver (rank 0) while the other ranks serve, then requires every rank to have
@@ -467,9 +511,9 @@ int docs_example() {
     require_close("get_gradients[t1] (this pass only)", grads.at(t1), expected[0]);
     require_close("get_gradients[t2]", grads.at(t2), expected[1]);
     require_close("get_gradients[t4]", grads.at(t4), expected[2]);
-    require(rpc_sync(1, &gradient_count, ctx.id()) == 0, "worker1 holds leaf gradients, but has no leaves");
-    require(rpc_sync(1, &live_contexts) == 1, "worker1 did not join the context");
-    for (int rank : {2, 3}) require(rpc_sync(rank, &live_contexts) == 0, get_worker_name(rank), " joined a context");
+    require(ask(1, &gradient_count, ctx.id()) == 0, "worker1 holds leaf gradients, but has no leaves");
+    require(ask(1, &live_contexts) == 1, "worker1 did not join the context");
+    for (int rank : {2, 3}) require(ask(rank, &live_contexts) == 0, get_worker_name(rank), " joined a context");
     say("docs example: t1, t2, t4 match the local reference; get_gradients has 3 entries");
   });
 }
@@ -501,7 +545,7 @@ void check_chain(const std::vector<int64_t>& ranks, Generator& generator) {
   if (expected[2].defined()) require_close(path + ": worker0's parameter .grad()", worker_param().grad(), expected[2]);
   for (int rank = 1; rank < get_world_size(); ++rank) {
     const bool visited = expected[2 + rank].defined();
-    require(rpc_sync(rank, &live_contexts) == (visited ? 1 : 0), get_worker_name(rank),
+    require(ask(rank, &live_contexts) == (visited ? 1 : 0), get_worker_name(rank),
             visited ? " did not join the context" : " joined a context it was never sent");
   }
   say("chain ", path, " (", ranks.size(), " hops): every gradient matches the local reference");
@@ -543,7 +587,7 @@ int several_results() {
       const TensorList expected = reference_grads((rx * ry + ry * ry * ry).sum(), {rx, ry});
       require_close("tuple: x.grad()", x.grad(), expected[0]);
       require_close("tuple: y.grad()", y.grad(), expected[1]);
-      require(rpc_sync(1, &gradient_count, ctx.id()) == 0,
+      require(ask(1, &gradient_count, ctx.id()) == 0,
               "tuple: worker1's parameter, used only by the unused result, got a gradient");
     }
     {
@@ -556,7 +600,7 @@ int several_results() {
       const TensorList expected = reference_grads((sin(rx) * ry).sum(), {rx, ry});
       require_close("vector: x.grad()", x.grad(), expected[0]);
       require_close("vector: y.grad()", y.grad(), expected[1]);
-      require(rpc_sync(2, &gradient_count, ctx.id()) == 0,
+      require(ask(2, &gradient_count, ctx.id()) == 0,
               "vector: worker2's parameter, used only by an unused result, got a gradient");
     }
     say("several results: only the used ones carry gradients, matching the local reference");
@@ -598,22 +642,60 @@ int no_grad() {
               "a tensor without grad arrived requiring grad");
       require_close("the result", r, p + q);
       const dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(ctx.id());
-      require(state->send_functions().empty() && state->workers().empty(), "calls without grad recorded ",
-              state->send_functions().size(), " send functions to ", state->workers().size(), " workers");
-      require(rpc_sync(1, &live_contexts) == 0, "worker1 created a context for calls without grad");
+      require(state->send_functions().empty(), "calls without grad recorded ", state->send_functions().size(),
+              " send functions");
+      require(state->workers() == std::set<int>{1}, "the context reached ", state->workers().size(),
+              " workers, expected worker1");
+      require(ask(1, &live_contexts) == 1, "worker1 did not join the context of calls without grad tensors");
     }
     {
       Context ctx;
       const Tensor t1 = leaf({3, 3}, generator), t2 = leaf({3, 3}, generator);
       NoGradGuard no_grad;
       const Tensor r = rpc_sync(1, &my_add, t1, t2);
+      require(!r.requires_grad(), "a result computed under NoGradGuard requires grad");
       require_close("the result", r, t1.detach() + t2.detach());
+      const Tensor row = rpc_sync(1, &param_row, int64_t{0});
+      require(!row.requires_grad(), "a worker's parameter row fetched under NoGradGuard requires grad");
       const dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(ctx.id());
       require(state->send_functions().empty() && state->workers().empty(),
               "calls made with grad mode off recorded send functions");
-      require(rpc_sync(1, &live_contexts) == 0, "worker1 created a context for calls made with grad mode off");
+      require(ask(1, &live_contexts) == 0, "worker1 created a context for calls made with grad mode off");
     }
-    say("no grad: no send functions recorded and no context created on the worker");
+    {
+      // Outside any context, as in PyTorch, a result that required grad on the worker arrives as a
+      // leaf that requires grad, unless grad mode is off.
+      require(rpc_sync(1, &param_row, int64_t{0}).requires_grad(), "a parameter row arrived without requires_grad");
+      NoGradGuard no_grad;
+      require(!rpc_sync(1, &param_row, int64_t{0}).requires_grad(),
+              "a parameter row fetched under NoGradGuard requires grad");
+    }
+    say("no grad: calls without grad tensors carry the context but record nothing; under NoGradGuard nothing "
+        "reaches a worker and results do not require grad");
+  });
+}
+
+// Calls whose arguments hold no tensor that requires grad, whose results depend on the workers'
+// own parameters: the gradients reach those parameters (PyTorch propagates the context of every
+// call of a user function).
+int worker_params_only() {
+  return drive("worker_params_only", [] {
+    Generator generator(21);
+    Context ctx;
+    const Tensor x = randn({3, 3}, {.dtype = kFloat64}, generator);
+    const Tensor y1 = rpc_sync(1, &apply_param, x);
+    const Tensor y3 = rpc_sync(3, &apply_param, x);
+    const Tensor row = rpc_sync(2, &param_row, int64_t{1});
+    require(y1.requires_grad() && row.requires_grad(), "results of the workers' parameters came back without grad");
+    autograd::backward(ctx, {(y1 * y3).sum() + (row * row).sum()});
+    const std::vector<Tensor> params = reference_params();
+    const Tensor r1 = param_math(x, params[1]), r3 = param_math(x, params[3]), rrow = select(params[2], 0, 1);
+    const TensorList expected =
+        reference_grads((r1 * r3).sum() + (rrow * rrow).sum(), {params[1], params[2], params[3]});
+    require_param_gradient(ctx, 1, expected[0], "worker params only");
+    require_param_gradient(ctx, 2, expected[1], "worker params only");
+    require_param_gradient(ctx, 3, expected[2], "worker params only");
+    say("worker params only: the parameters of worker1, worker2 and worker3 got their gradients");
   });
 }
 
@@ -661,7 +743,7 @@ int worker_leaves() {
     check_param_on(1, generator);
     check_param_on(3, generator);
     const int64_t unknown_context = 12345;
-    require_contains(rpc_sync(2, &get_gradients_error, unknown_context),
+    require_contains(ask(2, &get_gradients_error, unknown_context),
                      "get_gradients: context 12345 is not known on worker2",
                      "get_gradients on worker2 for a context it never saw");
     say("leaves on a worker: their gradients are in the worker's context, not on the driver");
@@ -717,9 +799,8 @@ int retain_graph() {
           expect_error("pass 3, the graph freed by pass 2", [&] { autograd::backward(ctx, {loss}); });
       require_contains(message, "backward through the graph a second time", "pass 3");
       require_contains(message, "retain_graph", "pass 3");
-      expect_no_live_contexts(all_ranks());  // a failed pass releases the context everywhere
-      require_contains(expect_error("get_gradients after a failed pass", [&] { get_gradients(ctx); }), "was released",
-                       "get_gradients after a failed pass");
+      // The failed pass left the context and what the passes before it accumulated.
+      require_close("get_gradients[t1] after the failed pass", get_gradients(ctx).at(t1), expected[0] * 2.0);
     }
     {
       // The driver's part saves nothing: the second pass fails on worker1, whose graph was freed.
@@ -803,7 +884,81 @@ int inputs_filter() {
     const GradientMap grads = get_gradients(ctx);
     require(grads.size() == 3, "get_gradients has ", grads.size(), " entries, expected 3");
     require_close("get_gradients[t2] (the context has every leaf)", grads.at(t2), expected[1]);
-    say("inputs: only t1 and t4 got .grad(); the context holds all three");
+    // Inputs that could never receive a gradient are refused, naming them (as TorchOpt does).
+    const Tensor plain = randn({3, 3}, {.dtype = kFloat64}, generator);
+    const Tensor again = (rpc_sync(1, &my_add, t1, t2) * t4).sum();
+    require_contains(expect_error("an input that does not require grad",
+                                  [&] {
+                                    autograd::backward(ctx, {again}, true, {t1, plain});
+                                  }),
+                     "backward: input 1 (a float64 tensor of shape [3, 3] on cpu) must be a leaf that requires grad",
+                     "backward");
+    require_contains(
+        expect_error("an input that is not a leaf", [&] { autograd::backward(ctx, {again}, true, {t2 * 2.0}); }),
+        "backward: input 0", "backward");
+    say("inputs: only t1 and t4 got .grad(); the context holds all three; inputs without grad are refused");
+  });
+}
+
+// Contexts do not nest, on the driver or in a remote function (which runs in its caller's).
+int nested_contexts() {
+  return drive("nested_contexts", [] {
+    {
+      Context outer;
+      require_contains(expect_error("a context inside another", [] { Context inner; }), "contexts do not nest",
+                       "a nested context");
+      require_contains(expect_remote_error("a remote function opening a context inside its caller's",
+                                           [] { rpc_sync(1, &opens_context); })
+                           .what(),
+                       "a remote function runs in its caller's context", "a nested context on worker1");
+    }
+    require(rpc_sync(1, &opens_context), "outside any context, a remote function could not open one");
+    Context after;  // the refused ones left nothing behind
+    say("nested contexts: refused on the driver and in a remote function; a context opens after them");
+  });
+}
+
+// Every sum across workers follows the order of the calls, whatever order they end in: a driver's
+// leaf sent in twelve calls and a worker's parameter used by eight get gradients summed in call
+// order, bit for bit, in each of five passes whose calls end (forward and backward) in orders of
+// their own. The scales make the sum depend on its order (1e16 + 1 - 1e16 is 0, 1e16 - 1e16 + 1
+// is 1).
+int call_order_sums() {
+  return drive("call_order_sums", [] {
+    const std::vector<double> scales = {1e16, 1, -1e16, 2.5, 7e15, -3, -7e15, 0.125, 3e16, 1.5, -3e16, 5};
+    const std::vector<double> param_scales = {1e16, 1, -1e16, 3, -2e16, 0.5, 2e16, 7};
+    const auto in_call_order = [](const std::vector<double>& values) {
+      double sum = values[0];
+      for (size_t i = 1; i < values.size(); ++i) sum = sum + values[i];
+      return sum;
+    };
+    std::mt19937 random(12345);
+    std::uniform_int_distribution<int64_t> delay_us(0, 3000);
+    for (int pass = 0; pass < 5; ++pass) {
+      Context ctx;
+      const Tensor p = zeros({3}, {.dtype = kFloat64, .requires_grad = true});
+      std::vector<rpc::Future<Tensor>> calls;
+      for (size_t k = 0; k < scales.size(); ++k) {
+        calls.push_back(rpc_async(1 + static_cast<int>(k % 3), &late_scaled_sum, p, scales[k], delay_us(random)));
+      }
+      for (double scale : param_scales) {
+        calls.push_back(rpc_async(1, &late_scaled_param_sum, scale, delay_us(random)));
+      }
+      Tensor loss = calls[0].get();
+      for (size_t i = 1; i < calls.size(); ++i) loss = loss + calls[i].get();
+      autograd::backward(ctx, {loss});
+      for (double element : p.grad().to_vector<double>()) {
+        require(element == in_call_order(scales), "pass ", pass, ": the driver's leaf got ", element,
+                ", the sum in call order is ", in_call_order(scales));
+      }
+      const std::optional<Tensor> param_grad = ask(1, &param_gradient, ctx.id());
+      require(param_grad.has_value(), "pass ", pass, ": worker1's parameter got no gradient");
+      for (double element : param_grad->to_vector<double>()) {
+        require(element == in_call_order(param_scales), "pass ", pass, ": worker1's parameter got ", element,
+                ", the sum in call order is ", in_call_order(param_scales));
+      }
+    }
+    say("call order sums: five passes summed the gradients of 12 and 8 calls in call order, bit for bit");
   });
 }
 
@@ -919,7 +1074,7 @@ int context_loop() {
       if (i != kWarmup && i != kIterations) continue;
       expect_no_live_contexts(all_ranks());
       std::vector<int64_t> rss;
-      for (int rank : all_ranks()) rss.push_back(rpc_sync(rank, &rss_bytes));
+      for (int rank : all_ranks()) rss.push_back(ask(rank, &rss_bytes));
       if (i == kWarmup) {
         rss_after_warmup = rss;
         continue;
@@ -953,14 +1108,18 @@ int forward_error() {
   });
 }
 
-// A pass that fails: the error reaches the driver naming `fragments`; the context is then
-// released on every worker, and a further pass is refused.
+// A pass that fails: the error reaches the driver naming `fragments`; the context stays usable,
+// as PyTorch's: a further pass in it, through workers the failed one did not reach too, gives the
+// right gradients (and drive() requires every context released in the end).
 void check_failing_pass(const std::string& what, const Tensor& loss, const Context& ctx,
-                        const std::vector<std::string>& fragments) {
+                        const std::vector<std::string>& fragments, Generator& generator) {
   const std::string message = expect_error(what, [&] { autograd::backward(ctx, {loss}); });
   for (const std::string& fragment : fragments) require_contains(message, fragment, what);
-  expect_no_live_contexts(all_ranks());
-  require_contains(expect_error(what + ", again", [&] { autograd::backward(ctx, {loss}); }), "was released", what);
+  const Tensor z = leaf({3, 3}, generator);
+  autograd::backward(ctx, {(rpc_sync(2, &square, z) + rpc_sync(3, &apply_param, z)).sum()});
+  const Tensor rz = copy_leaf(z), rp = reference_params()[3];
+  require_close(what + ": z.grad() of the pass after it", z.grad(),
+                reference_grads((rz * rz + param_math(rz, rp)).sum(), {rz})[0]);
 }
 
 int backward_error() {
@@ -971,23 +1130,23 @@ int backward_error() {
       const Tensor x = leaf({3, 3}, generator);
       const Tensor loss = (rpc_sync(1, &throwing_backward, x) * x).sum();
       check_failing_pass("a backward formula that throws on worker1", loss, ctx,
-                         {"worker1", "ThrowingBackward: this formula always fails"});
+                         {"worker1", "ThrowingBackward: this formula always fails"}, generator);
     }
     {
       Context ctx;
       const Tensor x = leaf({3, 3}, generator);
       const Tensor loss = rpc_sync(2, &nested_throwing_backward, x, int64_t{3}).sum();
       check_failing_pass("a backward formula that throws on worker3, reached through worker2", loss, ctx,
-                         {"on worker2", "on worker3", "ThrowingBackward: this formula always fails"});
+                         {"on worker2", "on worker3", "ThrowingBackward: this formula always fails"}, generator);
     }
     {
       Context ctx;
       const Tensor x = leaf({3, 3}, generator);
       const Tensor loss = (rpc_sync(1, &throwing_hook, x) + rpc_sync(2, &square, x)).sum();
       check_failing_pass("a hook that throws on worker1", loss, ctx,
-                         {"worker1", "throwing_hook: this hook refuses every gradient"});
+                         {"worker1", "throwing_hook: this hook refuses every gradient"}, generator);
     }
-    say("backward errors: each reached the driver naming the worker; every context was released");
+    say("backward errors: each reached the driver naming the worker; a further pass in the context succeeded");
   });
 }
 
@@ -1017,9 +1176,10 @@ int killed_worker() {
     require(seconds < 10, "the error took ", seconds, " s");
     require_contains(message, "worker3", "the error");
     require_contains(message, "worker1", "the error");
-    expect_no_live_contexts({0, 2, 3});
-    say("worker killed mid-backward: error at the driver after ", seconds, " s; no live contexts on the survivors");
+    say("worker killed mid-backward: error at the driver after ", seconds, " s");
   }
+  expect_no_live_contexts({0, 2, 3});
+  say("worker killed mid-backward: no live contexts on the survivors");
   rpc::agent().store().set(kDone, "1");
   rpc::agent().store().wait({str(kLeft, 2), str(kLeft, 3)}, 60s);  // this rank hosts the Store
   rpc::shutdown(false);
@@ -1049,6 +1209,9 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"several_results", several_results},
       {"mixed_requires_grad", mixed_requires_grad},
       {"no_grad", no_grad},
+      {"worker_params_only", worker_params_only},
+      {"nested_contexts", nested_contexts},
+      {"call_order_sums", call_order_sums},
       {"same_tensor_two_workers", same_tensor_two_workers},
       {"overlapping_backwards", overlapping_backwards},
       {"worker_leaves", worker_leaves},

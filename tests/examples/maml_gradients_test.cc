@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,42 @@ void expect_same_meta_gradients(const std::string& local_command, const std::str
 TEST(MamlSinusoid, EveryWorldSizeGivesTheSingleProcessMetaGradients) {
   // Three Linear layers: a weight and a bias each, for the first iteration.
   expect_same_meta_gradients(DISTGRAD_MAML_SINUSOID_LOCAL, DISTGRAD_MAML_SINUSOID, {}, 6);
+}
+
+// Distributed MAML is reproducible: one seed and world size give bitwise-identical trained
+// parameters run after run, with the fast paths on (shared memory, socket calls) and off (gRPC
+// only), whatever order the workers' answers arrive in: every sum across workers follows the order
+// of the calls (Note [Call order], dist_autograd/call_order.h).
+TEST(MamlSinusoid, TrainingTwiceWithOneSeedGivesBitwiseIdenticalParameters) {
+  testing::ScratchDir scratch;
+  std::vector<std::pair<std::string, SafetensorsContents>> runs;
+  for (const std::string grpc_only : {"0", "1"}) {
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      const std::string name = "grpc_only=" + grpc_only + " run " + std::to_string(repeat + 1);
+      const std::string path = scratch.file("run" + std::to_string(runs.size()) + ".safetensors");
+      const auto results = rpc::testing::run_world(
+          DISTGRAD_MAML_SINUSOID,
+          {"--iterations", "30", "--eval_tasks", "8", "--seed", "5", "--plot", "", "--save_parameters", path}, 4,
+          rpc::testing::Environment{{"OMP_NUM_THREADS", "1"}, {"DISTGRAD_GRPC_ONLY", grpc_only}});
+      bool all_succeeded = true;
+      for (const auto& result : results) all_succeeded = all_succeeded && result.succeeded();
+      ASSERT_TRUE(all_succeeded) << name << "\n" << rpc::testing::describe(results);
+      runs.emplace_back(name, load_safetensors(path));
+    }
+  }
+  const auto& [first_name, first] = runs.front();
+  ASSERT_EQ(first.tensors.size(), 6u);
+  for (const auto& [name, run] : runs) {
+    ASSERT_EQ(run.tensors.size(), first.tensors.size()) << name;
+    for (size_t i = 0; i < first.tensors.size(); ++i) {
+      const Tensor& expected = first.tensors[i].second;
+      const Tensor& actual = run.tensors[i].second;
+      ASSERT_EQ(actual.numel(), expected.numel()) << name << ", " << first.tensors[i].first;
+      EXPECT_EQ(std::memcmp(actual.data_ptr(), expected.data_ptr(), expected.numel() * expected.element_size()), 0)
+          << first.tensors[i].first << " of " << name << " differs from " << first_name << " by up to "
+          << largest_magnitude(ops::sub(actual, expected));
+    }
+  }
 }
 
 TEST(MamlFewshot, EveryWorldSizeGivesTheSingleProcessMetaGradients) {
