@@ -41,8 +41,10 @@ struct MessageHeader {
 constexpr size_t kSliceBytes = size_t{16} << 20;
 // How often a reader looks at its calls' deadlines while nothing arrives.
 constexpr auto kDeadlineCheck = std::chrono::milliseconds(100);
-// How long a connection may take to present the token.
-constexpr int kHelloTimeoutMs = 10'000;
+// The largest token message a connection may send.
+constexpr uint64_t kMaxHelloBytes = 4096;
+// How long the acceptor waits after an accept failed for want of descriptors or memory.
+constexpr int kAcceptBackoffMs = 100;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -222,11 +224,31 @@ std::string to_string(const std::vector<grpc::Slice>& slices) {
 
 grpc::ByteBuffer to_buffer(std::vector<grpc::Slice>& slices) { return grpc::ByteBuffer(slices.data(), slices.size()); }
 
-// Waits up to `timeout_ms` for a hello message and reads it; false when none came or it is not one.
-bool read_hello(int fd, int timeout_ms, MessageHeader* hello, std::vector<grpc::Slice>* body) {
-  pollfd ready{fd, POLLIN, 0};
-  return ::poll(&ready, 1, timeout_ms) == 1 && read_exactly(fd, hello, sizeof *hello) && hello->kind == kHello &&
-         hello->bytes <= 4096 && read_body(fd, hello->bytes, body);
+// Reads exactly `size` bytes before `deadline`; false on end of stream, error or the deadline.
+bool read_exactly_before(int fd, void* out, size_t size, Clock::time_point deadline) {
+  auto* target = static_cast<char*>(out);
+  while (size > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd ready{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&ready, 1, static_cast<int>(left) + 1) != 1) return false;
+    const ssize_t got = ::recv(fd, target, size, MSG_DONTWAIT);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) return false;
+    target += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// Reads a whole hello message (its header and its token, at most kMaxHelloBytes) before
+// `deadline`; false when it did not arrive in time or is not one.
+bool read_hello(int fd, Clock::time_point deadline, MessageHeader* hello, std::string* token) {
+  if (!read_exactly_before(fd, hello, sizeof *hello, deadline) || hello->kind != kHello ||
+      hello->bytes > kMaxHelloBytes) {
+    return false;
+  }
+  token->resize(hello->bytes);
+  return read_exactly_before(fd, token->data(), token->size(), deadline);
 }
 
 std::vector<grpc::Slice> slices_of(const grpc::ByteBuffer& buffer) {
@@ -246,8 +268,9 @@ struct Server::Connection {
   std::mutex write_mutex;  // one reply at a time
 };
 
-Server::Server(std::string token, Handler handler, const std::string& tcp_host)
-    : token_(std::move(token)), handler_(std::move(handler)) {
+Server::Server(std::string token, Handler handler, const std::string& tcp_host,
+               std::chrono::milliseconds handshake_timeout)
+    : token_(std::move(token)), handler_(std::move(handler)), handshake_timeout_(handshake_timeout) {
   DISTGRAD_CHECK(::pipe2(wake_fds_, O_CLOEXEC) == 0, "rpc: cannot create a pipe: ", errno_text());
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   std::random_device entropy;
@@ -273,25 +296,32 @@ Server::Server(std::string token, Handler handler, const std::string& tcp_host)
 Server::~Server() { stop(); }
 
 void Server::stop() {
-  std::vector<std::thread> readers;
   {
     std::lock_guard<std::mutex> lock(connections_mutex_);
     if (stopping_) return;
     stopping_ = true;
     const char wake = 1;
     (void)!::write(wake_fds_[1], &wake, 1);  // wakes the acceptor's poll
-    for (const std::shared_ptr<Connection>& connection : connections_) ::shutdown(connection->fd, SHUT_RDWR);
   }
   acceptor_.join();
   {
-    std::lock_guard<std::mutex> lock(connections_mutex_);
-    readers.swap(readers_);
-    connections_.clear();
+    std::unique_lock<std::mutex> lock(connections_mutex_);
+    for (const std::shared_ptr<Connection>& connection : connections_) ::shutdown(connection->fd, SHUT_RDWR);
+    readers_done_.wait(lock, [this] { return connections_.empty(); });
   }
-  for (std::thread& reader : readers) reader.join();
   for (int fd : {listen_fd_, tcp_listen_fd_, wake_fds_[0], wake_fds_[1]}) {
     if (fd >= 0) ::close(fd);
   }
+}
+
+size_t Server::num_connections() const {
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  return connections_.size();
+}
+
+bool Server::back_off() {
+  pollfd wake{wake_fds_[0], POLLIN, 0};
+  return ::poll(&wake, 1, kAcceptBackoffMs) == 0;
 }
 
 void Server::accept_connections() {
@@ -305,7 +335,11 @@ void Server::accept_connections() {
     if (!unix_ready && !tcp_ready) continue;  // interrupted
     const bool from_tcp = !unix_ready;
     const int fd = ::accept4(from_tcp ? tcp_listen_fd_ : listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // interrupted, or a connection that failed before it was accepted
+    if (fd < 0) {
+      const bool exhausted = errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
+      if (exhausted && !back_off()) return;  // the connection stays queued: try again later
+      continue;                              // interrupted, or a connection that failed before it was accepted
+    }
     std::lock_guard<std::mutex> lock(connections_mutex_);
     if (stopping_) {
       ::close(fd);
@@ -319,37 +353,53 @@ void Server::accept_connections() {
       ::close(fd);  // only this user's processes on the Unix socket
       continue;
     }
+    if (handshakes_ >= kMaxHandshakes) {
+      ::close(fd);  // Note [Connections before the token]
+      continue;
+    }
     auto connection = std::make_shared<Connection>(fd);
-    connections_.push_back(connection);
-    readers_.emplace_back([this, connection] { serve(connection); });
+    try {
+      std::thread([this, connection] { serve(connection); }).detach();
+    } catch (const std::system_error&) {  // no thread to be had: drop the connection
+      back_off();
+      continue;
+    }
+    connections_.insert(connection);
+    ++handshakes_;
   }
 }
 
-void Server::serve(std::shared_ptr<Connection> connection) {
-  // The first message must be the token.
+bool Server::handshake(Connection& connection) {
   MessageHeader hello;
-  std::vector<grpc::Slice> token;
-  if (!read_hello(connection->fd, kHelloTimeoutMs, &hello, &token)) {
-    ::shutdown(connection->fd, SHUT_RDWR);
-    return;
-  }
-  const bool accepted = token_.empty() || rendezvous::same_token(to_string(token), token_);
+  std::string token;
+  const bool arrived = read_hello(connection.fd, Clock::now() + handshake_timeout_, &hello, &token);
   {
-    std::lock_guard<std::mutex> lock(connection->write_mutex);
-    MessageHeader answer{hello.id, kHello,
-                         static_cast<uint32_t>(accepted ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED), 0};
-    if (!send_bytes(connection->fd, answer, accepted ? "" : "the call socket refused the job token") || !accepted) {
-      ::shutdown(connection->fd, SHUT_RDWR);
-      return;
-    }
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    --handshakes_;
   }
+  if (!arrived) return false;
+  const bool accepted = token_.empty() || rendezvous::same_token(token, token_);
+  std::lock_guard<std::mutex> lock(connection.write_mutex);
+  MessageHeader answer{hello.id, kHello,
+                       static_cast<uint32_t>(accepted ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED), 0};
+  return send_bytes(connection.fd, answer, accepted ? "" : "the call socket refused the job token") && accepted;
+}
+
+void Server::serve(const std::shared_ptr<Connection>& connection) {
+  if (handshake(*connection)) read_requests(connection);
+  ::shutdown(connection->fd, SHUT_RDWR);
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  connections_.erase(connection);  // its descriptor closes once no reply in flight holds it
+  if (connections_.empty()) readers_done_.notify_all();
+}
+
+void Server::read_requests(const std::shared_ptr<Connection>& connection) {
   for (;;) {
     MessageHeader header;
     std::vector<grpc::Slice> body;
     if (!read_exactly(connection->fd, &header, sizeof header) || header.kind != kRequest ||
         !read_body(connection->fd, header.bytes, &body)) {
-      ::shutdown(connection->fd, SHUT_RDWR);  // closed, or not speaking the protocol
-      return;
+      return;  // closed, or not speaking the protocol
     }
     const uint64_t id = header.id;
     std::weak_ptr<Connection> reply_to = connection;
@@ -373,13 +423,13 @@ Client::Client(const std::string& address, const std::string& token, std::chrono
   std::string failure;
   fd_ = connect_to(address, static_cast<int>(timeout.count()), &failure);
   MessageHeader answer;
-  std::vector<grpc::Slice> message;
+  std::string message;
   if (fd_ >= 0 && !send_bytes(fd_, {0, kHello, 0, 0}, token)) {
     failure = "cannot send the token: " + errno_text();
-  } else if (fd_ >= 0 && !read_hello(fd_, static_cast<int>(timeout.count()), &answer, &message)) {
+  } else if (fd_ >= 0 && !read_hello(fd_, Clock::now() + timeout, &answer, &message)) {
     failure = "no answer to the token";
   } else if (fd_ >= 0 && answer.status != static_cast<uint32_t>(grpc::StatusCode::OK)) {
-    failure = to_string(message);
+    failure = message;
   }
   if (!failure.empty()) {
     if (fd_ >= 0) ::close(fd_);

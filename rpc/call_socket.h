@@ -17,6 +17,15 @@
 // with UNAVAILABLE; deadlines are kept by the caller's reader; a caller that cannot connect, or whose
 // connection closed, uses gRPC.
 //
+// Note [Connections before the token]
+// Anyone who can reach a worker's TCP port (every interface, in a multi-node job) can connect, so
+// nothing a connection does before its token is accepted may cost the worker more than a bounded
+// amount: the token message must arrive whole within the handshake timeout (not just begin) and is
+// at most 4 KiB; at most kMaxHandshakes connections may be in their handshake at once (more are
+// closed as they are accepted); a connection's descriptor and reader thread are released as soon
+// as it ends, refused or closed by its peer, not when the server stops; and an accept that fails
+// for want of descriptors or memory backs off instead of spinning on the connection still queued.
+//
 //   call_socket::Server server(token, handler, "0.0.0.0");   // a Unix socket, and TCP on that host
 //   call_socket::Client client("unix:" + server.name(), token, 10s);   // or "tcp:HOST:PORT"
 //   client.call(request, 60s, [](grpc::Status status, grpc::ByteBuffer reply) { ... });
@@ -27,6 +36,7 @@
 #include <grpcpp/support/status.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -47,9 +57,14 @@ class Server {
   // Serves one request frame; `respond` may run later, on any thread.
   using Handler = std::function<void(grpc::ByteBuffer request, Completion respond)>;
 
+  // Connections in their handshake at once (Note [Connections before the token]).
+  static constexpr size_t kMaxHandshakes = 64;
+
   // Listens at once on a fresh abstract Unix-domain socket, and on a free TCP port of `tcp_host`
-  // unless it is empty; throws distgrad::Error when it cannot.
-  Server(std::string token, Handler handler, const std::string& tcp_host);
+  // unless it is empty; throws distgrad::Error when it cannot. A connection must present the
+  // token within `handshake_timeout`.
+  Server(std::string token, Handler handler, const std::string& tcp_host,
+         std::chrono::milliseconds handshake_timeout = std::chrono::seconds(10));
   ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -57,6 +72,8 @@ class Server {
   // The Unix socket's name and the TCP port (0: none), for clients (published at rendezvous).
   const std::string& name() const { return name_; }
   int tcp_port() const { return tcp_port_; }
+  // Connections open now (each with its reader thread), handshaking or authenticated.
+  size_t num_connections() const;
   // Stops accepting, closes every connection and joins the threads. Responses still pending are
   // dropped. Idempotent.
   void stop();
@@ -64,17 +81,27 @@ class Server {
  private:
   struct Connection;
   void accept_connections();
-  void serve(std::shared_ptr<Connection> connection);
+  // Sleeps after a failed accept; false when stop() woke it.
+  bool back_off();
+  // The reader of a connection: its handshake, then its requests, until it ends.
+  void serve(const std::shared_ptr<Connection>& connection);
+  // Checks the token; false when the connection ends here.
+  bool handshake(Connection& connection);
+  // Hands each request to the handler until the connection ends.
+  void read_requests(const std::shared_ptr<Connection>& connection);
 
   const std::string token_;
   const Handler handler_;
+  const std::chrono::milliseconds handshake_timeout_;
   std::string name_;
   int listen_fd_ = -1, tcp_listen_fd_ = -1, tcp_port_ = 0;
   int wake_fds_[2] = {-1, -1};  // a pipe: stop() writes to wake the acceptor
   std::thread acceptor_;
-  std::mutex connections_mutex_;  // guards connections_, readers_, stopping_
-  std::vector<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(connections_mutex_);
-  std::vector<std::thread> readers_ ABSL_GUARDED_BY(connections_mutex_);
+  mutable std::mutex connections_mutex_;  // guards the fields below
+  std::condition_variable readers_done_;  // signalled when the last reader ends
+  // The open connections; each has a reader thread (detached: it leaves the set when it ends).
+  std::set<std::shared_ptr<Connection>> connections_ ABSL_GUARDED_BY(connections_mutex_);
+  size_t handshakes_ ABSL_GUARDED_BY(connections_mutex_) = 0;  // connections yet to present the token
   bool stopping_ ABSL_GUARDED_BY(connections_mutex_) = false;
 };
 

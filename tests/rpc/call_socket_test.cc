@@ -1,0 +1,185 @@
+// The call socket's server against connections that never present the token, or present it
+// slowly, in one process (Note [Connections before the token], rpc/call_socket.h): what they
+// cost the server is bounded and given back, and a real client still gets its calls through.
+#include "rpc/call_socket.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/core/test_util.h"
+
+namespace distgrad::rpc::call_socket {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kToken[] = "the job token";
+
+// Entries of a /proc/self directory: open descriptors ("fd") or threads ("task").
+size_t count_entries(const char* directory) {
+  size_t count = 0;
+  if (DIR* entries = ::opendir(directory)) {
+    while (const dirent* entry = ::readdir(entries)) count += entry->d_name[0] != '.';
+    ::closedir(entries);
+  }
+  return count;
+}
+size_t open_descriptors() { return count_entries("/proc/self/fd") - 1; }  // less opendir's own
+size_t threads() { return count_entries("/proc/self/task"); }
+
+// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+template <typename F>
+bool eventually(F&& condition, std::chrono::milliseconds timeout = 5s) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  while (!condition()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// A plain connection to the server's Unix socket (no token sent); -1 when none could be made.
+int connect_raw(const Server& server) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, server.name().data(), server.name().size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + server.name().size());
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The header of a hello message (call_socket.cc's MessageHeader) announcing `bytes` of token.
+std::string hello_header(uint64_t bytes) {
+  struct {
+    uint64_t id = 0;
+    uint32_t kind = 1;
+    uint32_t status = 0;
+    uint64_t bytes = 0;
+  } header;
+  header.bytes = bytes;
+  return std::string(reinterpret_cast<const char*>(&header), sizeof header);
+}
+
+void send_all(int fd, const std::string& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+Server echo_server(std::chrono::milliseconds handshake_timeout = 10s) {
+  return Server(
+      kToken, [](grpc::ByteBuffer request, Completion respond) { respond(grpc::Status::OK, std::move(request)); }, "",
+      handshake_timeout);
+}
+
+// A call through a real client: the server still serves.
+void expect_a_call_gets_through(const Server& server) {
+  Client client("unix:" + server.name(), kToken, 5s);
+  std::promise<grpc::Status> done;
+  client.call(grpc::ByteBuffer(), 5s, [&](grpc::Status status, grpc::ByteBuffer) { done.set_value(status); });
+  EXPECT_TRUE(done.get_future().get().ok());
+}
+
+TEST(CallSocketServer, ConnectionsThatEndGiveBackTheirDescriptorsAndThreads) {
+  Server server = echo_server();
+  const size_t descriptors = open_descriptors(), baseline_threads = threads();
+  for (int i = 0; i < 600; ++i) {
+    const int fd = connect_raw(server);
+    ASSERT_GE(fd, 0);
+    if (i % 3 == 1) send_all(fd, hello_header(5) + "wrong");                 // refused
+    if (i % 3 == 2) send_all(fd, hello_header(sizeof kToken - 1) + kToken);  // accepted, then gone
+    ::close(fd);                                                             // i % 3 == 0: nothing at all
+  }
+  EXPECT_TRUE(eventually([&] { return server.num_connections() == 0; })) << server.num_connections() << " left";
+  EXPECT_TRUE(eventually([&] { return open_descriptors() <= descriptors; }))
+      << open_descriptors() << " descriptors open, " << descriptors << " before";
+  EXPECT_TRUE(eventually([&] { return threads() <= baseline_threads; }))
+      << threads() << " threads, " << baseline_threads << " before";
+  expect_a_call_gets_through(server);
+}
+
+TEST(CallSocketServer, ATokenSentDropByDropIsCutOffAtTheHandshakeDeadline) {
+  Server server = echo_server(/*handshake_timeout=*/300ms);
+  const int fd = connect_raw(server);
+  ASSERT_GE(fd, 0);
+  send_all(fd, hello_header(100) + "0123456789");  // 10 of the 100 bytes announced
+  const Clock::time_point start = Clock::now();
+  bool cut_off = false;
+  while (!cut_off && Clock::now() - start < 5s) {
+    std::this_thread::sleep_for(50ms);
+    cut_off = ::send(fd, "x", 1, MSG_NOSIGNAL) < 0;  // a byte now and then keeps each read alive
+    char byte;
+    cut_off = cut_off || ::recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_TRUE(cut_off) << "the server still held the connection after " << seconds << " s";
+  EXPECT_LT(seconds, 2.0);
+  ::close(fd);
+  EXPECT_TRUE(eventually([&] { return server.num_connections() == 0; }));
+}
+
+TEST(CallSocketServer, ConnectionsThatSayNothingAreCappedAndTheServerStillServes) {
+  Server server = echo_server();
+  const size_t baseline_threads = threads();
+  std::vector<int> silent;
+  for (int i = 0; i < 3 * static_cast<int>(Server::kMaxHandshakes); ++i) {
+    const int fd = connect_raw(server);
+    if (fd >= 0) silent.push_back(fd);
+  }
+  std::this_thread::sleep_for(200ms);  // let the acceptor take what it will
+  EXPECT_LE(server.num_connections(), Server::kMaxHandshakes);
+  EXPECT_LE(threads(), baseline_threads + Server::kMaxHandshakes);
+  for (int fd : silent) ::close(fd);
+  EXPECT_TRUE(eventually([&] { return server.num_connections() == 0; }));
+  expect_a_call_gets_through(server);
+}
+
+// Out of descriptors, the acceptor cannot take the connection waiting in its queue: it must wait,
+// not retry at once forever (which kept a core busy).
+TEST(CallSocketServer, WithoutDescriptorsTheAcceptorBacksOffInsteadOfSpinning) {
+  Server server = echo_server();
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit low = before;
+  low.rlim_cur = open_descriptors() + 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> clients;
+  for (int i = 0; i < 32; ++i) {  // each takes two descriptors, the client's and the server's
+    const int fd = connect_raw(server);
+    if (fd < 0) break;
+    clients.push_back(fd);
+  }
+  std::this_thread::sleep_for(100ms);
+  const auto cpu_seconds = [] {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+           static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  };
+  const double cpu_before = cpu_seconds();
+  std::this_thread::sleep_for(500ms);
+  const double busy = cpu_seconds() - cpu_before;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+  for (int fd : clients) ::close(fd);
+  EXPECT_LT(busy, 0.15) << "the process used " << busy << " s of CPU in 0.5 s with the descriptors exhausted ("
+                        << clients.size() << " connections)";
+  EXPECT_TRUE(eventually([&] { return server.num_connections() == 0; }));
+  expect_a_call_gets_through(server);
+}
+
+}  // namespace
+}  // namespace distgrad::rpc::call_socket
