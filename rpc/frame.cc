@@ -127,6 +127,10 @@ Tensor view_shared(const SharedTensorReader& shared, const transport::shm::Segme
 Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t index, const SharedTensorReader& shared) {
   const DType dtype = dtype_from_wire(meta.dtype());
   const Device device = device_from_wire(meta.device_type(), meta.device_index());
+  if (meta.sizes_size() > kMaxTensorDims) {
+    throw CodecError("tensor " + std::to_string(index) + " has " + std::to_string(meta.sizes_size()) +
+                     " dims, at most " + std::to_string(kMaxTensorDims) + " travel");
+  }
   Shape sizes;
   uint64_t numel = 1;
   uint64_t extent = 1;  // the product of the sizes with zeros counted as ones: the largest stride
@@ -219,7 +223,15 @@ DecodedFrame decode_frame(const grpc::ByteBuffer& message, Header& header, const
     throw CodecError("the header claims " + std::to_string(header_size) + " bytes, the message has " +
                      std::to_string(reader.remaining()) + " left");
   }
+  if (header_size > kMaxHeaderBytes) {
+    throw CodecError("a header of " + std::to_string(header_size) + " bytes, at most " +
+                     std::to_string(kMaxHeaderBytes) + " travel (too many tensors in one call?)");
+  }
   if (!header.ParseFromString(reader.read_string(header_size))) throw CodecError("the header is not valid protobuf");
+  if (header.tensors_size() > kMaxTensorsPerFrame) {
+    throw CodecError("a frame of " + std::to_string(header.tensors_size()) + " tensors, at most " +
+                     std::to_string(kMaxTensorsPerFrame) + " travel in one call");
+  }
   DecodedFrame frame;
   if (header.payload_bytes() > reader.remaining()) {
     throw CodecError("the header claims a payload of " + std::to_string(header.payload_bytes()) + " bytes, " +

@@ -34,6 +34,13 @@ struct WireTensor {
 // The metadata of a wire tensor.
 void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta);
 
+// What one frame may hold, whoever sent it: its header's bytes, its tensors, each tensor's dims.
+// A small frame would otherwise make the receiver build far more than it carries (a 7.8 MB
+// header listing a million empty tensors cost 575 MB of tensor objects).
+inline constexpr size_t kMaxHeaderBytes = size_t{4} << 20;
+inline constexpr int kMaxTensorsPerFrame = 65'536;
+inline constexpr int kMaxTensorDims = 64;
+
 // A message of `header` (whose tensor list must describe `tensors`), `payload` and the
 // tensors' bytes.
 grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::string payload,

@@ -108,6 +108,33 @@ TEST(Frame, TensorsInAnInlinedSliceOutliveTheDecoder) {
   }
 }
 
+// A small frame must not make the receiver build far more than it carries: the counts of
+// tensors and dims, and the header's bytes, are capped before anything is made of them.
+TEST(Frame, AFrameListingTooManyTensorsOrDimsIsRefusedBeforeAnyIsMade) {
+  const auto listing = [](int tensors, int dims) {
+    wire::CallHeader header;
+    header.set_function("f");
+    for (int i = 0; i < tensors; ++i) {
+      wire::TensorMeta* meta = header.add_tensors();
+      meta->set_dtype(static_cast<int32_t>(kFloat32));
+      meta->set_device_type(static_cast<int32_t>(DeviceType::kCPU));
+      for (int d = 0; d < dims; ++d) meta->add_sizes(1);
+      if (dims == 0) meta->add_sizes(0);  // an empty tensor
+      meta->set_nbytes(dims > 0 ? 4 : 0);
+    }
+    const std::string bytes = header.SerializeAsString();
+    const auto size = static_cast<uint32_t>(bytes.size());
+    return std::string(reinterpret_cast<const char*>(&size), sizeof size) + bytes + std::string(dims > 0 ? 4 : 0, '\0');
+  };
+  wire::CallHeader header;
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(listing(kMaxTensorsPerFrame + 1, 0)), header),
+                        "a frame of 65537 tensors, at most 65536 travel in one call");
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(listing(1'000'000, 0)), header), "bytes, at most 4194304 travel");
+  EXPECT_ERROR_CONTAINS(decode_frame(message_of(listing(1, kMaxTensorDims + 1)), header),
+                        "tensor 0 has 65 dims, at most 64 travel");
+  EXPECT_EQ(decode_frame(message_of(listing(1, kMaxTensorDims)), header).tensors.at(0).dim(), kMaxTensorDims);
+}
+
 TEST(Frame, MalformedMessagesAreErrorsNamingTheProblem) {
   const Built built = build({ones({4})});
   const std::string bytes = flatten(built.message);
