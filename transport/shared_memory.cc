@@ -40,24 +40,44 @@ std::string read_link(const char* path) {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Opens fd `fd` of process `pid` (a memfd of inode `inode`, `file_bytes` long when non-zero);
-// -1 with `why` set otherwise.
+// Every segment is a memfd of this name, sealed with these seals once sized (Note [Only our own
+// segments]).
+constexpr char kSegmentName[] = "distgrad-segment";
+constexpr int kSegmentSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+// Opens fd `fd` of process `pid` for reading and writing, when it is one of distgrad's segments,
+// of inode `inode` and `file_bytes` long when non-zero; -1 with `why` set otherwise. It is
+// verified through a read-only descriptor first: nothing else is ever opened for writing.
 int open_peer_memfd(int64_t pid, int32_t fd, uint64_t inode, uint64_t file_bytes, std::string* why) {
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  const int opened = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (opened < 0) {
+  const int readonly = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (readonly < 0) {
     *why = "cannot open " + path + ": " + errno_text();
     return -1;
   }
+  const std::string self_path = "/proc/self/fd/" + std::to_string(readonly);
   struct stat info {};
-  if (::fstat(opened, &info) != 0 || !S_ISREG(info.st_mode) || static_cast<uint64_t>(info.st_ino) != inode ||
+  const bool is_file = ::fstat(readonly, &info) == 0 && S_ISREG(info.st_mode);
+  const int seals = is_file ? ::fcntl(readonly, F_GET_SEALS) : -1;
+  const std::string name = read_link(self_path.c_str());
+  const std::string expected_name = std::string("/memfd:") + kSegmentName + " (deleted)";
+  if (!is_file || seals != kSegmentSeals || name != expected_name) {
+    *why = path + " is not a distgrad segment (" + (name.empty() ? std::string("not a file") : name) +
+           (seals == kSegmentSeals ? "" : ", not sealed as one") + ")";
+    ::close(readonly);
+    return -1;
+  }
+  if (static_cast<uint64_t>(info.st_ino) != inode ||
       (file_bytes != 0 && static_cast<uint64_t>(info.st_size) != file_bytes)) {
     *why = path + " is not the segment named (expected inode " + std::to_string(inode) + " of " +
            std::to_string(file_bytes) + " bytes, found inode " + std::to_string(info.st_ino) + " of " +
            std::to_string(info.st_size) + " bytes)";
-    ::close(opened);
+    ::close(readonly);
     return -1;
   }
+  const int opened = ::open(self_path.c_str(), O_RDWR | O_CLOEXEC);  // the same file, verified
+  if (opened < 0) *why = "cannot open " + path + " for writing: " + errno_text();
+  ::close(readonly);
   return opened;
 }
 
@@ -71,10 +91,11 @@ std::string host_identity() {
 // ---------------------------------------------------------------------------------------------
 
 Segment::Segment(size_t data_bytes) : data_bytes_(data_bytes), file_bytes_(kControlBytes + data_bytes) {
-  fd_ = ::memfd_create("distgrad-segment", MFD_CLOEXEC);
+  fd_ = ::memfd_create(kSegmentName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   DISTGRAD_CHECK(fd_ >= 0, "rpc: cannot create a shared-memory segment (memfd_create): ", errno_text());
   struct stat info {};
-  if (::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0 || ::fstat(fd_, &info) != 0) {
+  if (::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0 || ::fcntl(fd_, F_ADD_SEALS, kSegmentSeals) != 0 ||
+      ::fstat(fd_, &info) != 0) {
     const std::string why = errno_text();
     ::close(fd_);
     DISTGRAD_FAIL("rpc: cannot size a shared-memory segment of ", file_bytes_, " bytes: ", why);

@@ -24,6 +24,15 @@
 // request whether it can read the callee's segments (then the reply may use them), and a callee
 // says in each reply whether it can read the caller's (then later requests may). The first
 // request to a peer therefore always travels over the network.
+//
+// Note [Only our own segments]
+// A reference names a descriptor of the sender, and /proc/<pid>/fd/<n> opens whatever file that
+// is. A receiver opens only distgrad's segments: a memfd named "distgrad-segment" carrying exactly
+// the seals every segment gets once sized (no shrinking, no growing, no more seals), checked
+// through a read-only descriptor before the file is opened for writing and mapped; any other file
+// the sender has open (a dataset opened read-only, say) is refused and left untouched. The seals
+// also keep a sender from shrinking a segment under a receiver's mapping (which would fault its
+// reads).
 #pragma once
 
 #include <absl/base/thread_annotations.h>

@@ -1,9 +1,15 @@
 // Shared-memory segments in one process (transport/shared_memory.h): a process can open its own
 // memfds through /proc/self, so sender and receiver sides meet here without a second process. The
 // multi-process behaviour, through RPC, is in tests/rpc/shared_memory_test.cc.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <iterator>
 
 #include "core/creation.h"
 #include "core/ops.h"
@@ -97,6 +103,39 @@ TEST(SharedMemorySegments, ReferencesThatDoNotMatchAreRefusedNamingWhat) {
   EXPECT_THAT(segment_error([&] { receiver.view(zero_ticket, {1000}, kFloat32); }), HasSubstr("invalid"));
   // None of that consumed the message.
   EXPECT_TRUE(ops::equal(receiver.view(ref, {1000}, kFloat32), floats(1000)));
+}
+
+// Note [Only our own segments]: a reference to any other file the sender has open is refused
+// before anything is written to it, even with the file's own inode and size.
+TEST(SharedMemorySegments, AReferenceToAFileThatIsNotASegmentIsRefusedAndTheFileLeftAlone) {
+  PeerSegments receiver(::getpid());
+  testing::ScratchDir scratch;
+  const std::string path = scratch.file("dataset.bin");
+  const std::string contents(size_t{1} << 20, 'x');
+  {
+    std::ofstream file(path, std::ios::binary);
+    file << contents;
+  }
+  const auto reference_to = [](int fd) {
+    struct stat info {};
+    EXPECT_EQ(::fstat(fd, &info), 0);
+    return SegmentRef{fd, static_cast<uint64_t>(info.st_ino), static_cast<uint64_t>(info.st_size), 1};
+  };
+  const int read_only = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(read_only, 0);
+  EXPECT_THAT(segment_error([&] { receiver.view(reference_to(read_only), {16}, kFloat32); }),
+              HasSubstr("is not a distgrad segment (" + path));
+  ::close(read_only);
+  std::ifstream file(path, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(file), {}), contents) << "the file was written to";
+
+  // A memfd of the segments' name that is not sealed as they are: refused too.
+  const int unsealed = ::memfd_create("distgrad-segment", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, 1 << 20), 0);
+  EXPECT_THAT(segment_error([&] { receiver.view(reference_to(unsealed), {16}, kFloat32); }),
+              HasSubstr("not sealed as one"));
+  ::close(unsealed);
 }
 
 TEST(SharedMemoryLinks, PeersOnThisHostReadEachOthersSegmentsOthersDoNot) {
