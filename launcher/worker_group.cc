@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,10 +112,15 @@ void WorkerGroup::start_attempt(int attempt) {
     envp.push_back(nullptr);
     for (std::string& arg : options_.program) argv.push_back(arg.data());
     argv.push_back(nullptr);
+    const pid_t launcher = getpid();
     const pid_t pid = fork();
     DISTGRAD_CHECK(pid >= 0, "distgrad-run: cannot start a worker: ", std::strerror(errno));
     if (pid == 0) {  // the worker: only async-signal-safe calls until exec (the Store runs threads)
       setpgid(0, 0);
+      // The worker dies with the launcher, even a SIGKILLed one (this thread, which forks every
+      // worker, lives as long as the launcher).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(1);  // it died before the line above
       dup2(out_pipe[1], STDOUT_FILENO);
       dup2(err_pipe[1], STDERR_FILENO);
       execvpe(argv[0], argv.data(), envp.data());
@@ -217,16 +223,32 @@ bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
   return any_running;
 }
 
-void WorkerGroup::stop_all(int signal) {
+void WorkerGroup::signal_groups(int signal) const {
   for (const Worker& worker : workers_) {
-    if (worker.running) kill(-worker.pid, signal);
+    if (worker.pid > 0) kill(-worker.pid, signal);
   }
+}
+
+bool WorkerGroup::any_group_alive() const {
+  for (const Worker& worker : workers_) {
+    if (worker.pid > 0 && kill(-worker.pid, 0) == 0) return true;
+  }
+  return false;
+}
+
+void WorkerGroup::stop_all(int signal) {
+  // A worker's group outlives the worker while anything it started is still in it (a child that
+  // ignores `signal`, say): the groups are signalled, and waited for, not only the workers.
+  signal_groups(signal);
   const Clock::time_point deadline = Clock::now() + kStopGrace;
-  while (watch(std::chrono::milliseconds(50))) {
+  bool killed = false;
+  for (;;) {
+    const bool workers_running = watch(std::chrono::milliseconds(50));
+    if (!workers_running && !any_group_alive()) return;
     if (Clock::now() < deadline) continue;
-    for (const Worker& worker : workers_) {
-      if (worker.running) kill(-worker.pid, SIGKILL);
-    }
+    if (killed && Clock::now() > deadline + kStopGrace) return;  // unkillable (a process in D state)
+    signal_groups(SIGKILL);
+    killed = true;
   }
 }
 
@@ -291,8 +313,8 @@ GroupResult WorkerGroup::run() {
       result.interrupted_by = received_signal;
       std::fprintf(stderr, "distgrad-run: received signal %d; stopping the workers\n", received_signal);
       stop_all(received_signal);
-    } else if (first_failure_ || elsewhere) {
-      stop_all(SIGTERM);
+    } else {
+      stop_all(SIGTERM);  // the other workers after a failure; what finished workers left running
     }
     drain_and_close();
     if (local_failure) {

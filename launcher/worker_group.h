@@ -7,6 +7,10 @@
 // kStopGrace, and the group starts again while restarts are left (DISTGRAD_RESTART_COUNT
 // counts them); the first failure of the last attempt is the result. SIGINT and SIGTERM sent
 // to the launcher go to every worker, and the launcher then exits with 128 + the signal.
+// Stopping reaches every process in the workers' groups, those whose worker already ended
+// included, and at the end of an attempt whatever the workers left running is stopped too. A
+// worker dies with the launcher (PR_SET_PDEATHSIG), even a SIGKILLed one; what it started then
+// outlives it only if it ignores its parent's death itself (no cgroup holds the job).
 #pragma once
 
 #include <sys/types.h>
@@ -86,7 +90,12 @@ class WorkerGroup {
   // Reads the pipes and reaps the workers for up to `timeout`; returns whether any worker is
   // still running.
   bool watch(std::chrono::milliseconds timeout);
+  // Sends `signal` to every process of the workers' groups, then SIGKILL to what is left after
+  // kStopGrace; returns when the groups are empty.
   void stop_all(int signal);
+  void signal_groups(int signal) const;
+  // Whether a process of any worker's group is still there.
+  bool any_group_alive() const;
   void drain_and_close();
   void emit(Stream& stream, bool flush_partial);
 

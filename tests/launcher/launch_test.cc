@@ -1,6 +1,7 @@
 // distgrad-run with real workers (tests/launcher/launch_worker.cc): the environment of 4 workers,
 // a rendezvous through the launcher's Store, restarts that resume from a checkpoint, a failure
-// with no restarts left, Ctrl-C, and a bad command line.
+// with no restarts left, Ctrl-C (and what the workers started), a SIGKILLed launcher, and a bad
+// command line.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -147,41 +148,102 @@ TEST(DistgradRun, BadCommandLineIsAUsageError) {
   EXPECT_THAT(help.output, HasSubstr("--max-restarts M")) << help;
 }
 
-TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
-  ScratchDir dir;
+// Starts `distgrad-run --standalone --nproc-per-node 2 launch_worker MODE DIR` in a process group
+// of its own; returns its pid.
+pid_t start_launcher(const std::string& mode, const ScratchDir& dir) {
   const pid_t launcher = fork();
-  ASSERT_GE(launcher, 0);
   if (launcher == 0) {
     setpgid(0, 0);
-    execl(kRun, kRun, "--standalone", "--nproc-per-node", "2", kWorker, "sleep", dir.path().c_str(), nullptr);
+    execl(kRun, kRun, "--standalone", "--nproc-per-node", "2", kWorker, mode.c_str(), dir.path().c_str(), nullptr);
     _exit(127);
   }
-  // Both workers wrote their pid (they are running).
-  std::vector<pid_t> workers;
-  for (int waited = 0; waited < 300 && workers.size() < 2; ++waited) {
+  return launcher;
+}
+
+// The pids the two ranks wrote to DIR/<prefix><rank>, once both did (empty after 15 s).
+std::vector<pid_t> wait_for_pids(const ScratchDir& dir, const std::string& prefix) {
+  std::vector<pid_t> pids;
+  for (int waited = 0; waited < 300 && pids.size() < 2; ++waited) {
     std::this_thread::sleep_for(50ms);
-    workers.clear();
+    pids.clear();
     for (int rank = 0; rank < 2; ++rank) {
       pid_t pid = 0;
-      if (std::ifstream(dir.path() + "/pid" + std::to_string(rank)) >> pid && pid > 0) workers.push_back(pid);
+      if (std::ifstream(dir.path() + "/" + prefix + std::to_string(rank)) >> pid && pid > 0) pids.push_back(pid);
     }
   }
+  return pids;
+}
+
+// Waits up to 15 s for the launcher to exit; its wait status, or -1 (then it was killed).
+int wait_for_exit(pid_t launcher) {
+  int status = 0;
+  for (int waited = 0; waited < 300; ++waited) {
+    if (waitpid(launcher, &status, WNOHANG) == launcher) return status;
+    std::this_thread::sleep_for(50ms);
+  }
+  kill(-launcher, SIGKILL);
+  waitpid(launcher, &status, 0);
+  return -1;
+}
+
+// Whether process `pid` is gone within 5 s (a zombie waiting for its reaper counts as gone).
+bool gone(pid_t pid) {
+  for (int waited = 0; waited < 100; ++waited) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, name, state;
+    if (!(stat >> pid_field >> name >> state) || state == "Z") return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
+  ScratchDir dir;
+  const pid_t launcher = start_launcher("sleep", dir);
+  ASSERT_GT(launcher, 0);
+  const std::vector<pid_t> workers = wait_for_pids(dir, "pid");
   ASSERT_EQ(workers.size(), 2u) << "the workers did not start within 15 s";
   kill(launcher, SIGINT);
-  int status = 0;
-  pid_t done = 0;
-  for (int waited = 0; waited < 300 && done == 0; ++waited) {
-    std::this_thread::sleep_for(50ms);
-    done = waitpid(launcher, &status, WNOHANG);
-  }
-  if (done == 0) {
-    kill(-launcher, SIGKILL);
-    waitpid(launcher, &status, 0);
-    FAIL() << "distgrad-run did not exit within 15 s of SIGINT";
-  }
+  const int status = wait_for_exit(launcher);
+  ASSERT_NE(status, -1) << "distgrad-run did not exit within 15 s of SIGINT";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
-  for (pid_t worker : workers) EXPECT_NE(kill(worker, 0), 0) << "worker pid " << worker << " is still alive";
+  for (pid_t worker : workers) EXPECT_TRUE(gone(worker)) << "worker pid " << worker << " is still alive";
+}
+
+// A worker's child that ignores SIGINT and SIGTERM (in the worker's process group) is stopped
+// too, although its worker ended at once: stopping the launcher stops the job.
+TEST(DistgradRun, InterruptStopsWhatTheWorkersStartedEvenWhatIgnoresIt) {
+  ScratchDir dir;
+  const pid_t launcher = start_launcher("stubborn_child", dir);
+  ASSERT_GT(launcher, 0);
+  const std::vector<pid_t> children = wait_for_pids(dir, "child");
+  ASSERT_EQ(children.size(), 2u) << "the workers' children did not start within 15 s";
+  ASSERT_EQ(wait_for_pids(dir, "pid").size(), 2u);
+  kill(launcher, SIGINT);
+  const int status = wait_for_exit(launcher);
+  ASSERT_NE(status, -1) << "distgrad-run did not exit within 15 s of SIGINT";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT);
+  for (pid_t child : children) {
+    EXPECT_TRUE(gone(child)) << "the child " << child << " of a worker outlived the launcher";
+    if (!gone(child)) kill(child, SIGKILL);
+  }
+}
+
+// A launcher killed outright (SIGKILL: it runs no code) takes its workers with it.
+TEST(DistgradRun, AKilledLauncherTakesItsWorkersWithIt) {
+  ScratchDir dir;
+  const pid_t launcher = start_launcher("sleep", dir);
+  ASSERT_GT(launcher, 0);
+  const std::vector<pid_t> workers = wait_for_pids(dir, "pid");
+  ASSERT_EQ(workers.size(), 2u) << "the workers did not start within 15 s";
+  kill(launcher, SIGKILL);
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  for (pid_t worker : workers) {
+    EXPECT_TRUE(gone(worker)) << "worker " << worker << " outlived its SIGKILLed launcher";
+    if (!gone(worker)) kill(worker, SIGKILL);
+  }
 }
 
 }  // namespace

@@ -5,12 +5,15 @@
 //               at step 5 of the first attempt; a restart resumes from the file
 //   fail        rank 2 fails with exit code 7 and an error line; the others wait to be stopped
 //   sleep       writes its pid to DIR/pid<rank>, then sleeps
+//   stubborn_child  starts a child that ignores SIGINT and SIGTERM and writes its pid to
+//               DIR/child<rank>, then sleeps as `sleep`
 //   late        rank 1 starts its rendezvous 30 s late; the others wait for it 3 s at most
 //   rpc_fail_first  as rpc, but rank 3 fails at once on the first attempt
 //   progress    prints a line redrawn with '\r' (as a progress bar), then a last one
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -50,7 +53,7 @@ int checkpoint(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
+  std::string mode = argc > 1 ? argv[1] : "";
   const std::string dir = argc > 2 ? argv[2] : ".";
   if (mode == "env") {
     std::printf(
@@ -98,13 +101,27 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(30));
     return 0;
   }
+  if (mode == "stubborn_child") {
+    const pid_t child = fork();
+    if (child == 0) {
+      std::signal(SIGINT, SIG_IGN);
+      ::close(STDOUT_FILENO);
+      ::close(STDERR_FILENO);
+      std::signal(SIGTERM, SIG_IGN);
+      std::ofstream(dir + "/child" + env("RANK")) << getpid();
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      _exit(0);
+    }
+    mode = "sleep";
+  }
   if (mode == "sleep") {
     std::ofstream(dir + "/pid" + env("RANK")) << getpid();
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
   std::fprintf(stderr,
-               "launch_worker: unknown mode '%s' (env, rpc, rpc_fail_first, checkpoint, fail, sleep, late, progress)\n",
+               "launch_worker: unknown mode '%s' (env, rpc, rpc_fail_first, checkpoint, fail, sleep, stubborn_child, "
+               "late, progress)\n",
                mode.c_str());
   return 2;
 }
