@@ -101,7 +101,8 @@ struct Agent::Impl {
 
   void start();
   void stop();
-  // Fails when `rank` no longer answers (graceful shutdown's wait without a deadline).
+  // Fails naming `rank` when it has exited or does not answer within liveness_timeout (the waits
+  // of a graceful shutdown without a deadline).
   void check_alive(int rank, const char* what);
 
   const RpcOptions options;
@@ -161,9 +162,14 @@ void Agent::Impl::start() {
 }
 
 void Agent::Impl::check_alive(int rank, const char* what) {
-  const grpc::Status status = client->ping(rank, std::chrono::seconds(10));
+  const grpc::Status status = client->ping(rank, options.liveness_timeout);
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     DISTGRAD_FAIL(what, ": ", names[rank], " exited before reaching it (", status.error_message(), ")");
+  }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    DISTGRAD_FAIL(what, ": ", names[rank], " did not answer within ", options.liveness_timeout.count(),
+                  " ms whether it is alive (stopped, frozen, or its host unreachable) while ", names[world.rank],
+                  " waited for it to reach ", what, " (RpcOptions::liveness_timeout)");
   }
 }
 

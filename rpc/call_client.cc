@@ -2,6 +2,7 @@
 
 #include <grpcpp/impl/codegen/client_unary_call.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -14,6 +15,13 @@ namespace {
 
 constexpr char kCallMethod[] = "/distgrad.rpc.wire.Worker/Call";
 constexpr char kPingFunction[] = "__distgrad.ping";
+
+// What is left of `timeout` (0: no deadline) since `start`; at least 1 ms.
+std::chrono::milliseconds time_left(std::chrono::milliseconds timeout, std::chrono::steady_clock::time_point start) {
+  if (timeout.count() <= 0) return timeout;
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  return std::max(std::chrono::milliseconds(1), timeout - spent);
+}
 
 // Answers liveness checks (a graceful shutdown asks whether missing workers are still alive).
 bool ping() { return true; }
@@ -67,7 +75,8 @@ CallClient::Peer& CallClient::peer(int rank) {
   return *peer;
 }
 
-call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& request) {
+call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& request,
+                                            std::chrono::milliseconds timeout) {
   const PeerAddress& address = setup_.peers[rank];
   if (address.socket.empty() || (!address.socket_takes_any_frame && request.Length() > setup_.socket_frame_limit)) {
     return nullptr;
@@ -77,7 +86,10 @@ call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& re
   if (!peer.socket_tried) {
     peer.socket_tried = true;
     try {
-      peer.socket = std::make_unique<call_socket::Client>(address.socket, setup_.token, std::chrono::seconds(10));
+      constexpr std::chrono::milliseconds kConnectTimeout = std::chrono::seconds(10);
+      const std::chrono::milliseconds connect_timeout =
+          timeout.count() > 0 ? std::min(timeout, kConnectTimeout) : kConnectTimeout;
+      peer.socket = std::make_unique<call_socket::Client>(address.socket, setup_.token, connect_timeout);
     } catch (const Error& error) {
       std::fprintf(stderr, "[%s] rpc: calling %s over gRPC: %s\n", setup_.names[setup_.world.rank].c_str(),
                    setup_.names[rank].c_str(), error.what());
@@ -207,9 +219,11 @@ Future<Encoded> CallClient::call_over_socket(call_socket::Client& socket, int to
 Future<Encoded> CallClient::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
   Peer& peer = this->peer(to);
   grpc::ByteBuffer request = encode_request(to, call);
-  if (call_socket::Client* socket = socket_for(to, request)) {
+  const auto start = std::chrono::steady_clock::now();
+  if (call_socket::Client* socket = socket_for(to, request, timeout)) {
     return call_over_socket(*socket, to, call.function, request, timeout);
   }
+  timeout = time_left(timeout, start);  // a failed first connection took some of it
   grpc_calls_.fetch_add(1, std::memory_order_relaxed);
   auto* state = new AsyncCall;
   state->to = to;
@@ -235,9 +249,11 @@ Future<Encoded> CallClient::call_async(int to, OutgoingCall call, std::chrono::m
 Encoded CallClient::call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
   Peer& peer = this->peer(to);
   const grpc::ByteBuffer request = encode_request(to, call);
-  if (call_socket::Client* socket = socket_for(to, request)) {
+  const auto start = std::chrono::steady_clock::now();
+  if (call_socket::Client* socket = socket_for(to, request, timeout)) {
     return call_over_socket(*socket, to, call.function, request, timeout).get();
   }
+  timeout = time_left(timeout, start);
   grpc_calls_.fetch_add(1, std::memory_order_relaxed);
   grpc::ClientContext context;
   prepare_context(context, timeout);

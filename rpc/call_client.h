@@ -80,8 +80,10 @@ class CallClient {
   grpc::ByteBuffer encode_request(int to, OutgoingCall& call);
   Encoded decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response);
   RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
-  // The socket for a call of `request` to `rank`; null when it goes over gRPC.
-  call_socket::Client* socket_for(int rank, const grpc::ByteBuffer& request);
+  // The socket for a call of `request` to `rank`; null when it goes over gRPC. Connecting (on
+  // the first call) takes at most the call's `timeout` (and 10 s), so that a peer that does not
+  // answer fails the call at its deadline.
+  call_socket::Client* socket_for(int rank, const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
   Future<Encoded> call_over_socket(call_socket::Client& socket, int to, const std::string& function,
                                    const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
   void call_started(const void* call, grpc::ClientContext* context);

@@ -22,6 +22,10 @@ struct RpcOptions {
   // How long a graceful shutdown waits for the other workers to reach it (0 = as long as
   // they are alive; a dead worker is detected and reported either way).
   std::chrono::milliseconds shutdown_timeout{0};
+  // How long a worker that a graceful shutdown or a barrier waits for may take to answer "are you
+  // alive?" (served by its RPC threads, whatever its program is doing); one that does not answer
+  // in time (stopped, frozen, its host unreachable) counts as lost, and the wait fails naming it.
+  std::chrono::milliseconds liveness_timeout{std::chrono::seconds(10)};
   // Threads that run registered functions; more are started while some block (rpc/executor.h).
   int num_worker_threads = 16;
   int max_worker_threads = 256;

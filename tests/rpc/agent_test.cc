@@ -190,6 +190,15 @@ TEST(AgentFailures, GracefulShutdownReportsAWorkerThatExitedWithoutIt) {
   EXPECT_THAT(results[0].output, HasSubstr("worker1 exited before reaching it")) << results[0];
 }
 
+TEST(AgentFailures, GracefulShutdownReportsAFrozenWorkerWithinTheLivenessTimeout) {
+  const std::vector<ProcessResult> results = run_scenario("frozen_at_shutdown", 2);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0].succeeded()) << describe(results);
+  EXPECT_EQ(results[1].signal, SIGKILL) << describe(results);
+  EXPECT_FALSE(results[1].timed_out) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("worker1 did not answer within 2000 ms")) << results[0];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Security and malformed input.
 

@@ -984,6 +984,36 @@ int dead_at_shutdown() {
   return 0;
 }
 
+// worker1 stops itself (SIGSTOP: a frozen process, or a hung machine) once every rank is up: a
+// call to it fails at its deadline, and the driver's graceful shutdown fails within the liveness
+// timeout naming it, instead of waiting for it for good. The driver then kills it.
+int frozen_at_shutdown() {
+  RpcOptions options = test_options();
+  options.liveness_timeout = 2s;
+  init_rpc(options);
+  barrier();
+  if (get_rank() != 0) {
+    agent().store().set("test/frozen_pid", std::to_string(::getpid()));
+    ::raise(SIGSTOP);
+    return 0;
+  }
+  const auto frozen = static_cast<pid_t>(std::stoll(agent().store().get("test/frozen_pid", 30s)));
+  std::this_thread::sleep_for(200ms);  // worker1 stops meanwhile
+  const Clock::time_point call_start = Clock::now();
+  expect_remote_error("a call to the frozen worker", StatusCode::kDeadlineExceeded,
+                      [] { rpc_sync_with_timeout(1, 1s, &forty_two); });
+  require(seconds_since(call_start) < 3, "a call of 1 s to the frozen worker took ", seconds_since(call_start), " s");
+  const Clock::time_point start = Clock::now();
+  const std::string message = expect_error("graceful shutdown", [] { shutdown(true); });
+  require_contains(message, "worker1 did not answer within 2000 ms", "the shutdown error");
+  require_contains(message, "waited for it to reach shutdown", "the shutdown error");
+  require(seconds_since(start) < 10, "the frozen worker was found after ", seconds_since(start), " s");
+  say("frozen worker at shutdown: ", message);
+  ::kill(frozen, SIGKILL);
+  shutdown(false);
+  return 0;
+}
+
 int barrier_timeout() {
   init_rpc(test_options());
   const std::string done_key = "test/barrier_failed";
@@ -1270,6 +1300,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"simple_call", simple_call},
       {"garbage_frames", garbage_frames},
       {"shutdown_in_flight", shutdown_in_flight},
+      {"frozen_at_shutdown", frozen_at_shutdown},
       {"interceptors", interceptors},
       {"interceptor_missing_on_the_callee", interceptor_missing_on_the_callee},
       {"device_maps", device_maps},
