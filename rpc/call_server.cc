@@ -1,9 +1,11 @@
 #include "rpc/call_server.h"
 
+#include <grpcpp/generic/async_generic_service.h>
+
 #include <vector>
 
 #include "core/error.h"
-#include "proto/worker.grpc.pb.h"
+#include "proto/worker.pb.h"
 #include "rpc/codec.h"
 #include "rpc/errors.h"
 #include "rpc/frame.h"
@@ -13,6 +15,8 @@ namespace distgrad::rpc {
 namespace {
 
 constexpr size_t kMaxStatusMessage = 4096;  // status messages travel in HTTP/2 trailers
+// The Worker service's one method (proto/worker.proto), as callers name it.
+constexpr char kCallMethod[] = "/distgrad.rpc.wire.Worker/Call";
 
 // Cuts `message` so that it stays within kMaxStatusMessage once gRPC percent-encodes it for the
 // trailers (3 bytes for each byte outside printable ASCII), at a UTF-8 character boundary.
@@ -32,26 +36,49 @@ grpc::Status to_grpc_status(StatusCode code, std::string message) {
 
 }  // namespace
 
-// The Worker service: hands each request to the executor and never blocks gRPC's threads.
-class CallServer::WorkerService final : public wire::Worker::WithRawCallbackMethod_Call<wire::Worker::Service> {
+// One call of the Worker service's Call method (Note [Token before the message]): the token is
+// checked before the request is read; the request then runs on the executor, which finishes the
+// call. gRPC's threads never block.
+class CallServer::CallReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  CallReactor(CallServer& server, const grpc::GenericCallbackServerContext& context) : server_(server) {
+    if (context.method() != kCallMethod) {
+      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          server_.setup_.name + " serves " + kCallMethod + " only, not " + context.method()));
+    } else if (!server_.token_accepted(context)) {
+      Finish(to_grpc_status(StatusCode::kUnauthenticated,
+                            server_.setup_.name + " refused a call without the job's token (DISTGRAD_TOKEN)"));
+    } else {
+      StartRead(&request_);
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call ended before its request arrived"));
+      return;
+    }
+    server_.setup_.executor.submit([this] {
+      if (!server_.wait_until_calls_open()) return Finish(server_.not_serving());
+      const grpc::Status status = server_.serve(request_, &response_);
+      if (!status.ok()) return Finish(status);
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  CallServer& server_;
+  grpc::ByteBuffer request_, response_;
+};
+
+class CallServer::WorkerService final : public grpc::CallbackGenericService {
  public:
   explicit WorkerService(CallServer& server) : server_(server) {}
 
-  grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    server_.setup_.executor.submit([this, context, request, response, reactor] {
-      if (!server_.wait_until_calls_open()) {
-        reactor->Finish(server_.not_serving());
-      } else if (!server_.token_accepted(*context)) {
-        reactor->Finish(
-            to_grpc_status(StatusCode::kUnauthenticated,
-                           server_.setup_.name + " refused a call without the job's token (DISTGRAD_TOKEN)"));
-      } else {
-        reactor->Finish(server_.serve(*request, response));
-      }
-    });
-    return reactor;
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
+    return new CallReactor(server_, *context);
   }
 
  private:
@@ -69,7 +96,7 @@ int CallServer::start(const std::string& bind_host) {
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   service_ = std::make_unique<WorkerService>(*this);
-  builder.RegisterService(service_.get());
+  builder.RegisterCallbackGenericService(service_.get());
   server_ = builder.BuildAndStart();
   DISTGRAD_CHECK(server_ != nullptr && port > 0, "init_rpc: ", setup_.name, " could not start its server on ",
                  bind_host);

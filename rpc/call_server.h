@@ -1,9 +1,17 @@
 // CallServer: the serving side of an agent (internal to rpc/). Its gRPC Worker service and its
-// call socket (Note [Socket calls] in rpc/call_socket.h) hand every request to the executor,
-// which checks the job token, decodes the frame, runs the registered function between the
-// interceptors' on_request and before_reply, and encodes the reply; failures go back as a status
-// (rpc/errors.h). Requests wait at a gate until the agent opens it (Note [Calls before init_rpc
-// returns] in rpc/agent.h).
+// call socket (Note [Socket calls] in rpc/call_socket.h) check the job token before they read a
+// request's message (gRPC: from the call's metadata, Note [Token before the message]; the
+// socket: at the connection's handshake), then hand every request to the executor, which decodes
+// the frame, runs the registered function between the interceptors' on_request and before_reply,
+// and encodes the reply; failures go back as a status (rpc/errors.h). Requests wait at a gate
+// until the agent opens it (Note [Calls before init_rpc returns] in rpc/agent.h).
+//
+// Note [Token before the message]
+// A unary gRPC method reads its whole request before the handler runs, so a call with a wrong
+// token could make a worker hold a message of any size before it is refused. The Worker service's
+// one method is therefore served as a generic call (the wire is the same unary call): its reactor
+// looks at the token in the client's metadata and finishes the call UNAUTHENTICATED before it
+// starts reading, so what the caller sent beyond gRPC's flow-control window never arrives.
 //
 //   CallServer server({...});
 //   const int port = server.start("127.0.0.1");   // listening; requests wait
@@ -64,6 +72,7 @@ class CallServer {
   void wait();
 
  private:
+  class CallReactor;
   class WorkerService;
 
   // Waits until requests may run; false when the gate closed or init_timeout passed first.

@@ -202,6 +202,15 @@ TEST(AgentFailures, GracefulShutdownReportsAFrozenWorkerWithinTheLivenessTimeout
 // ---------------------------------------------------------------------------------------------
 // Security and malformed input.
 
+TEST(AgentSecurity, ABigCallWithAWrongTokenIsRefusedBeforeItsMessageIsRead) {
+  WorldOptions options;
+  options.env["DISTGRAD_TOKEN"] = "agent-test-token-0123456789";
+  options.env["DISTGRAD_SOCKET_CALLS"] = "0";  // the raw call goes to the gRPC server in any case
+  const std::vector<ProcessResult> results = run_scenario("big_call_with_a_wrong_token", 2, options);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("a 256 MB call with a wrong token: refused")) << results[0];
+}
+
 TEST(AgentSecurity, RawCallsWithoutTheJobTokenAreUnauthenticated) {
   WorldOptions options;
   options.env["DISTGRAD_TOKEN"] = "agent-test-token-0123456789";

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <limits>
@@ -1071,6 +1072,36 @@ int security_token() {
       test_options());
 }
 
+// This process's peak resident memory (VmHWM), in bytes.
+int64_t peak_memory_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  throw Failure("no VmHWM in /proc/self/status");
+}
+DISTGRAD_REMOTE(peak_memory_bytes);
+
+// A 256 MB call with a wrong token is refused before its message is read (Note [Token before the
+// message] in rpc/call_server.h): the worker's peak memory does not grow by the message.
+int big_call_with_a_wrong_token() {
+  return auto_init_rpc(
+      nullptr, rank_zero_only([] {
+        const std::string wrong = std::string(std::getenv("DISTGRAD_TOKEN")) + "x";
+        const std::unique_ptr<grpc::GenericStub> stub = raw_stub(1);
+        const int64_t before = rpc_sync(1, &peak_memory_bytes);
+        grpc::ByteBuffer response;
+        const grpc::Status status = raw_call(*stub, std::string(size_t{256} << 20, 'x'), wrong, &response);
+        require_status(status, grpc::StatusCode::UNAUTHENTICATED, "a 256 MB call with a wrong token");
+        const int64_t grown = rpc_sync(1, &peak_memory_bytes) - before;
+        say("a 256 MB call with a wrong token: refused, worker1's peak memory grew by ", grown >> 20, " MB");
+        require(grown < (int64_t{64} << 20), "worker1's peak memory grew by ", grown >> 20,
+                " MB for a call it refused");
+      }),
+      test_options());
+}
+
 int insecure_refused() {
   const std::string message = expect_error("init_rpc", [] { init_rpc(test_options()); });
   require_contains(message, "is not a loopback address and no job token is set", "the refusal");
@@ -1301,6 +1332,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"garbage_frames", garbage_frames},
       {"shutdown_in_flight", shutdown_in_flight},
       {"frozen_at_shutdown", frozen_at_shutdown},
+      {"big_call_with_a_wrong_token", big_call_with_a_wrong_token},
       {"interceptors", interceptors},
       {"interceptor_missing_on_the_callee", interceptor_missing_on_the_callee},
       {"device_maps", device_maps},
