@@ -240,12 +240,7 @@ DISTGRAD_REMOTE(param_grad_defined);
 int64_t rss_bytes() {
   release_cached_cpu_memory();
   ::malloc_trim(0);
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  throw Failure("no VmRSS in /proc/self/status");
+  return rpc::testing::memory_status_bytes("VmRSS");
 }
 DISTGRAD_REMOTE(rss_bytes);
 

@@ -1072,15 +1072,8 @@ int security_token() {
       test_options());
 }
 
-// This process's peak resident memory (VmHWM), in bytes.
-int64_t peak_memory_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  throw Failure("no VmHWM in /proc/self/status");
-}
+// This process's peak resident memory, in bytes.
+int64_t peak_memory_bytes() { return testing::memory_status_bytes("VmHWM"); }
 DISTGRAD_REMOTE(peak_memory_bytes);
 
 // A 256 MB call with a wrong token is refused before its message is read (Note [Token before the

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -69,6 +70,17 @@ std::string expect_error(const std::string& what, F&& call) {
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A memory figure of this process from /proc/self/status, in bytes: "VmRSS" (resident now),
+// "VmHWM" (the peak of resident).
+inline int64_t memory_status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
+  }
+  throw Failure("no " + field + " in /proc/self/status");
 }
 
 // The Store key under which the agent publishes `rank`'s rendezvous entry (Note [Rendezvous entry]

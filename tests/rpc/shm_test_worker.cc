@@ -119,14 +119,7 @@ void serve_until_released() {
 }
 
 // Resident memory of this process in bytes (VmRSS: anonymous, file and shared pages).
-int64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  throw Failure("no VmRSS in /proc/self/status");
-}
+int64_t resident_bytes() { return testing::memory_status_bytes("VmRSS"); }
 
 std::set<std::string> dev_shm_entries() {
   std::set<std::string> names;
