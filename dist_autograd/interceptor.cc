@@ -98,10 +98,12 @@ std::vector<bool> requires_grad_of(const std::vector<Tensor>& tensors) {
 
 bool any_of(const std::vector<bool>& bits) { return std::find(bits.begin(), bits.end(), true) != bits.end(); }
 
-// A message to `to` inside `context`, at `order`: records a SendBackward for it when a tensor of
-// it requires grad (Note [Send/Recv pairing]), and `to` among the context's workers.
-std::string record_send(DistAutogradContext& context, int to, const std::vector<Tensor>& tensors, MessageOrder order) {
-  MessageRecord record{static_cast<uint64_t>(context.id()), 0, false, order.call, requires_grad_of(tensors)};
+// A message to `to` inside `context`, at `order`, whose tensors require grad as `requires_grad`
+// says: records a SendBackward for it when one does (Note [Send/Recv pairing]), and `to` among
+// the context's workers.
+std::string record_send(DistAutogradContext& context, int to, const std::vector<Tensor>& tensors,
+                        std::vector<bool> requires_grad, MessageOrder order) {
+  MessageRecord record{static_cast<uint64_t>(context.id()), 0, false, order.call, std::move(requires_grad)};
   if (any_of(record.requires_grad)) {
     const int64_t message_id = ContextContainer::instance().next_message_id();
     context.add_send(message_id, std::make_shared<SendBackward>(tensors, std::move(order)));
@@ -175,7 +177,8 @@ class AutogradInterceptor final : public rpc::CallInterceptor {
     }
     const ContextPtr context = current_context();
     if (context == nullptr) return record_outside_context(tensors);
-    return record_send(*context, call.peer, tensors, MessageOrder{next_call(), /*reply=*/false});
+    return record_send(*context, call.peer, tensors, requires_grad_of(tensors),
+                       MessageOrder{next_call(), /*reply=*/false});
   }
 
   std::shared_ptr<void> on_request(const rpc::CallSite& call, std::vector<Tensor>& tensors,
@@ -196,8 +199,10 @@ class AutogradInterceptor final : public rpc::CallInterceptor {
     if (serving_without_grad) return {};
     const ContextPtr context = current_context();
     if (context == nullptr || !autograd::GradMode::is_enabled()) return record_outside_context(tensors);
-    if (!any_of(requires_grad_of(tensors))) return {};
-    return record_send(*context, call.peer, tensors, MessageOrder{current_call(), /*reply=*/true});
+    std::vector<bool> requires_grad = requires_grad_of(tensors);
+    if (!any_of(requires_grad)) return {};
+    return record_send(*context, call.peer, tensors, std::move(requires_grad),
+                       MessageOrder{current_call(), /*reply=*/true});
   }
 
   void on_reply(const rpc::CallSite& call, std::vector<Tensor>& tensors, std::string_view bytes) override {

@@ -197,18 +197,32 @@ bool gone(pid_t pid) {
   return false;
 }
 
+// Sends SIGINT to `launcher`, which must exit with 128 + SIGINT within 15 s.
+void interrupt(pid_t launcher) {
+  kill(launcher, SIGINT);
+  const int status = wait_for_exit(launcher);
+  ASSERT_NE(status, -1) << "distgrad-run did not exit within 15 s of SIGINT";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+}
+
+// Requires every one of `pids` gone; kills the survivors, so that the test leaves nothing behind.
+void expect_gone(const std::vector<pid_t>& pids, const std::string& what) {
+  for (pid_t pid : pids) {
+    if (gone(pid)) continue;
+    ADD_FAILURE() << what << " " << pid << " is still alive";
+    kill(pid, SIGKILL);
+  }
+}
+
 TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
   ScratchDir dir;
   const pid_t launcher = start_launcher("sleep", dir);
   ASSERT_GT(launcher, 0);
   const std::vector<pid_t> workers = wait_for_pids(dir, "pid");
   ASSERT_EQ(workers.size(), 2u) << "the workers did not start within 15 s";
-  kill(launcher, SIGINT);
-  const int status = wait_for_exit(launcher);
-  ASSERT_NE(status, -1) << "distgrad-run did not exit within 15 s of SIGINT";
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
-  for (pid_t worker : workers) EXPECT_TRUE(gone(worker)) << "worker pid " << worker << " is still alive";
+  interrupt(launcher);
+  expect_gone(workers, "worker");
 }
 
 // A worker's child that ignores SIGINT and SIGTERM (in the worker's process group) is stopped
@@ -220,14 +234,8 @@ TEST(DistgradRun, InterruptStopsWhatTheWorkersStartedEvenWhatIgnoresIt) {
   const std::vector<pid_t> children = wait_for_pids(dir, "child");
   ASSERT_EQ(children.size(), 2u) << "the workers' children did not start within 15 s";
   ASSERT_EQ(wait_for_pids(dir, "pid").size(), 2u);
-  kill(launcher, SIGINT);
-  const int status = wait_for_exit(launcher);
-  ASSERT_NE(status, -1) << "distgrad-run did not exit within 15 s of SIGINT";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT);
-  for (pid_t child : children) {
-    EXPECT_TRUE(gone(child)) << "the child " << child << " of a worker outlived the launcher";
-    if (!gone(child)) kill(child, SIGKILL);
-  }
+  interrupt(launcher);
+  expect_gone(children, "a worker's child, outliving the launcher:");
 }
 
 // A launcher killed outright (SIGKILL: it runs no code) takes its workers with it.
@@ -240,10 +248,7 @@ TEST(DistgradRun, AKilledLauncherTakesItsWorkersWithIt) {
   kill(launcher, SIGKILL);
   int status = 0;
   waitpid(launcher, &status, 0);
-  for (pid_t worker : workers) {
-    EXPECT_TRUE(gone(worker)) << "worker " << worker << " outlived its SIGKILLed launcher";
-    if (!gone(worker)) kill(worker, SIGKILL);
-  }
+  expect_gone(workers, "a worker of the SIGKILLed launcher:");
 }
 
 }  // namespace
