@@ -470,16 +470,16 @@ std::string echo_tensor_frame(const Tensor& tensor) {
   return bytes_of(encode_frame(header, out.bytes(), tensors));
 }
 
-// A raw call of the Worker service on `stub` with `bytes` as the message.
+// A raw call of the Worker service's `method` on `stub` with `bytes` as the message.
 grpc::Status raw_call(grpc::GenericStub& stub, const std::string& bytes, const std::optional<std::string>& token,
-                      grpc::ByteBuffer* response) {
+                      grpc::ByteBuffer* response, const std::string& method = kCallMethod) {
   grpc::ClientContext context;
   if (token) context.AddMetadata(kTokenKey, *token);
   context.set_deadline(std::chrono::system_clock::now() + 30s);
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1);
   std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, kCallMethod, grpc::StubOptions(), &request, response,
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, response,
                  [&done](grpc::Status status) { done.set_value(std::move(status)); });
   return done.get_future().get();
 }
@@ -1055,6 +1055,13 @@ int security_token() {
           require_contains(status.error_message(), "worker1", name);
           require_contains(status.error_message(), "DISTGRAD_TOKEN", name);
         }
+        const grpc::Status other =
+            raw_call(*stub, frame, std::string(token), &response, "/distgrad.rpc.wire.Worker/Other");
+        require_status(other, grpc::StatusCode::UNIMPLEMENTED, "another method of the service");
+        require_contains(other.error_message(),
+                         "worker1 serves /distgrad.rpc.wire.Worker/Call only, not "
+                         "/distgrad.rpc.wire.Worker/Other",
+                         "another method");
         const grpc::Status status = raw_call(*stub, frame, std::string(token), &response);
         require_status(status, grpc::StatusCode::OK, "the right token");
         wire::ReplyHeader header;
