@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -55,6 +56,20 @@ bool same_token(std::string_view presented, std::string_view expected) {
         static_cast<unsigned char>((i < presented.size() ? presented[i] : 0) ^ (i < expected.size() ? expected[i] : 0));
   }
   return difference == 0;
+}
+
+int grpc_message_limit(uint64_t max_message_bytes) {
+  if (max_message_bytes == 0 || max_message_bytes > static_cast<uint64_t>(std::numeric_limits<int>::max())) return -1;
+  return static_cast<int>(max_message_bytes);
+}
+
+TokenCheck check_job_token(const grpc::ServerContextBase& context, std::string_view expected) {
+  if (expected.empty()) return TokenCheck::kAccepted;
+  const auto& metadata = context.client_metadata();
+  const auto sent = metadata.find(kTokenMetadataKey);
+  if (sent == metadata.end()) return TokenCheck::kMissing;
+  return same_token(std::string_view(sent->second.data(), sent->second.size()), expected) ? TokenCheck::kAccepted
+                                                                                          : TokenCheck::kWrong;
 }
 
 }  // namespace distgrad::rendezvous

@@ -18,6 +18,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -40,5 +41,15 @@ inline constexpr char kTokenMetadataKey[] = "distgrad-token";
 // Whether a presented job token equals the expected one, in time that depends only on their
 // lengths.
 bool same_token(std::string_view presented, std::string_view expected);
+
+// What a server's call carries under kTokenMetadataKey, against the job's token (every call is
+// accepted when `expected` is empty). Looks at the client's metadata only, so a server can
+// refuse a call before it reads the call's message.
+enum class TokenCheck { kAccepted, kMissing, kWrong };
+TokenCheck check_job_token(const grpc::ServerContextBase& context, std::string_view expected);
+
+// gRPC's receive limit for a limit of `max_message_bytes` (0: none): -1 for no limit, which is
+// also what a limit beyond gRPC's int means.
+int grpc_message_limit(uint64_t max_message_bytes);
 
 }  // namespace distgrad::rendezvous

@@ -16,7 +16,8 @@
 // Note [Store token]
 // Every request carries the job token as gRPC metadata under "distgrad-token"; a server with a
 // non-empty token compares it in constant time and answers UNAUTHENTICATED when it is missing or
-// wrong. The token is never a key or a value. A server without a token only binds loopback
+// wrong, before it reads the request's message (Note [Store token before the message] in
+// store.cc). The token is never a key or a value. A server without a token only binds loopback
 // addresses unless DISTGRAD_INSECURE=1 is set (docs/rpc.md, "Store").
 //
 // Errors are distgrad::Error: "the store at HOST:PORT refused the job token (check
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,8 +42,9 @@ class StoreServer {
  public:
   // Binds host:port (port 0 picks a free port) and starts serving. Requests must carry `token`
   // unless it is empty; an empty token is refused for a non-loopback host unless the
-  // environment has DISTGRAD_INSECURE=1. Throws distgrad::Error naming the address when it
-  // cannot bind (a port in use included).
+  // environment has DISTGRAD_INSECURE=1. Requests of any size are accepted unless the
+  // environment's DISTGRAD_MAX_MESSAGE_BYTES sets a limit (larger ones fail RESOURCE_EXHAUSTED). Throws distgrad::Error
+  // naming the address when it cannot bind (a port in use included).
   StoreServer(const std::string& host, int port, std::string token);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -50,6 +53,8 @@ class StoreServer {
   int port() const;
   // "host:port" (IPv6 hosts in brackets), ready for StoreClient.
   std::string address() const;
+  // Gets and Waits waiting for keys now.
+  size_t num_waiting() const;
   // Wakes every waiting request (they fail with UNAVAILABLE) and stops serving. Idempotent.
   void shutdown();
 

@@ -255,6 +255,16 @@ std::optional<bool> getenv_switch(const char* name, std::string_view who) {
   return text == "1";
 }
 
+std::optional<uint64_t> getenv_bytes(const char* name, std::string_view who) {
+  const std::string text = getenv_or(name, "");
+  if (text.empty()) return std::nullopt;
+  uint64_t bytes = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+  DISTGRAD_CHECK(error == std::errc() && end == text.data() + text.size(), who, ": ", name, "=", text,
+                 " is not a number of bytes");
+  return bytes;
+}
+
 WorldInfo read_world_info(const EnvLookup& getenv) {
   Environment env(getenv);
   WorldInfo info;

@@ -18,6 +18,7 @@
 //   std::string me = rendezvous::worker_name(world.rank, world.world_size);  // "worker03" of 16
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -46,6 +47,13 @@ std::string getenv_or(const char* name, const std::string& fallback);
 // A 0/1 switch from the environment: nullopt when `name` is unset or empty; throws
 // distgrad::Error "WHO: NAME=VALUE is not 0 or 1" for any other value.
 std::optional<bool> getenv_switch(const char* name, std::string_view who);
+// A number of bytes from the environment (a decimal integer), when set; throws naming `who` and
+// the variable when it is not one.
+std::optional<uint64_t> getenv_bytes(const char* name, std::string_view who);
+
+// The environment's limit on the messages a server accepts, DISTGRAD_MAX_MESSAGE_BYTES (0 or
+// unset: no limit). Read by the Store and by init_rpc (RpcOptions::max_message_bytes).
+inline constexpr char kMaxMessageBytesVariable[] = "DISTGRAD_MAX_MESSAGE_BYTES";
 
 // The world of this process, read from the environment on the first call and cached
 // (thread-safe). Throws distgrad::Error on a bad value (and again on the next call).

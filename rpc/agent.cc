@@ -45,13 +45,11 @@ RpcOptions with_environment(RpcOptions options) {
   read_switch("DISTGRAD_SHM", &options.shared_memory);
   read_switch("DISTGRAD_SOCKET_CALLS", &options.socket_calls);
   if (!options.same_host) options.shared_memory = false;
-  const std::string threshold = rendezvous::getenv_or("DISTGRAD_SHM_THRESHOLD", "");
-  if (!threshold.empty()) {
-    size_t bytes = 0;
-    const auto [end, error] = std::from_chars(threshold.data(), threshold.data() + threshold.size(), bytes);
-    DISTGRAD_CHECK(error == std::errc() && end == threshold.data() + threshold.size(),
-                   "init_rpc: DISTGRAD_SHM_THRESHOLD=", threshold, " is not a number of bytes");
-    options.shared_memory_threshold = bytes;
+  if (std::optional<uint64_t> bytes = rendezvous::getenv_bytes("DISTGRAD_SHM_THRESHOLD", "init_rpc")) {
+    options.shared_memory_threshold = *bytes;
+  }
+  if (std::optional<uint64_t> bytes = rendezvous::getenv_bytes(rendezvous::kMaxMessageBytesVariable, "init_rpc")) {
+    options.max_message_bytes = *bytes;
   }
   return options;
 }
@@ -128,9 +126,9 @@ void Agent::Impl::start() {
   }
   directory = std::make_unique<WorkerDirectory>(world, names, options.init_timeout);
   executor = std::make_unique<Executor>(options.num_worker_threads, options.max_worker_threads);
-  server =
-      std::make_unique<CallServer>(CallServer::Setup{world, names[world.rank], token, credentials, options.init_timeout,
-                                                     options.socket_calls, *executor, paths, interceptors});
+  server = std::make_unique<CallServer>(CallServer::Setup{world, names[world.rank], token, credentials,
+                                                          options.init_timeout, options.socket_calls,
+                                                          options.max_message_bytes, *executor, paths, interceptors});
   const bool loopback_only = token.empty() && rendezvous::getenv_or("DISTGRAD_INSECURE", "0") != "1";
   const std::string bind_host =
       loopback_only || rendezvous::is_loopback_host(world.master_addr) ? "127.0.0.1" : "0.0.0.0";
@@ -157,8 +155,8 @@ void Agent::Impl::start() {
         peer_address(entries[rank], same_host, !server->socket_name().empty(), server->socket_tcp_port() > 0));
   }
   client = std::make_unique<CallClient>(CallClient::Setup{world, names, std::move(peers), token, credentials,
-                                                          options.device_maps, options.socket_frame_limit, paths,
-                                                          interceptors});
+                                                          options.device_maps, options.socket_frame_limit,
+                                                          options.max_message_bytes, paths, interceptors});
 }
 
 void Agent::Impl::check_alive(int rank, const char* what) {

@@ -63,7 +63,7 @@ CallClient::Peer& CallClient::peer(int rank) {
   std::unique_ptr<Peer>& peer = peers_[rank];
   if (!peer) {
     grpc::ChannelArguments arguments;
-    arguments.SetMaxReceiveMessageSize(-1);
+    arguments.SetMaxReceiveMessageSize(rendezvous::grpc_message_limit(setup_.max_message_bytes));
     arguments.SetMaxSendMessageSize(-1);
     setup_.credentials.configure(arguments);
     peer = std::make_unique<Peer>();
@@ -89,7 +89,8 @@ call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& re
       constexpr std::chrono::milliseconds kConnectTimeout = std::chrono::seconds(10);
       const std::chrono::milliseconds connect_timeout =
           timeout.count() > 0 ? std::min(timeout, kConnectTimeout) : kConnectTimeout;
-      peer.socket = std::make_unique<call_socket::Client>(address.socket, setup_.token, connect_timeout);
+      peer.socket = std::make_unique<call_socket::Client>(address.socket, setup_.token, connect_timeout,
+                                                          setup_.max_message_bytes);
     } catch (const Error& error) {
       std::fprintf(stderr, "[%s] rpc: calling %s over gRPC: %s\n", setup_.names[setup_.world.rank].c_str(),
                    setup_.names[rank].c_str(), error.what());
@@ -189,6 +190,10 @@ RemoteError CallClient::call_error(int to, const std::string& function, const gr
     message = "the worker is unreachable (it may have exited): " + message;
   } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     message = "no reply before the call's deadline: " + message;
+  } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    message =
+        "a message was larger than a worker accepts (RpcOptions::max_message_bytes, DISTGRAD_MAX_MESSAGE_BYTES): " +
+        message;
   }
   return RemoteError(to_status_code(status.error_code()), setup_.names[to], function, message);
 }

@@ -45,6 +45,7 @@ class CallClient {
     const rendezvous::TransportCredentials& credentials;
     std::map<std::string, DeviceMap> device_maps;  // RpcOptions::device_maps
     size_t socket_frame_limit;
+    uint64_t max_message_bytes;  // RpcOptions::max_message_bytes, for replies
     TensorPaths& paths;
     const InterceptorChain& interceptors;
   };

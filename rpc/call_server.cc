@@ -45,7 +45,7 @@ class CallServer::CallReactor final : public grpc::ServerGenericBidiReactor {
     if (context.method() != kCallMethod) {
       Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                           server_.setup_.name + " serves " + kCallMethod + " only, not " + context.method()));
-    } else if (!server_.token_accepted(context)) {
+    } else if (rendezvous::check_job_token(context, server_.setup_.token) != rendezvous::TokenCheck::kAccepted) {
       Finish(to_grpc_status(StatusCode::kUnauthenticated,
                             server_.setup_.name + " refused a call without the job's token (DISTGRAD_TOKEN)"));
     } else {
@@ -93,7 +93,7 @@ int CallServer::start(const std::string& bind_host) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(bind_host + ":0", setup_.credentials.server, &port);
-  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxReceiveMessageSize(rendezvous::grpc_message_limit(setup_.max_message_bytes));
   builder.SetMaxSendMessageSize(-1);
   service_ = std::make_unique<WorkerService>(*this);
   builder.RegisterCallbackGenericService(service_.get());
@@ -112,7 +112,8 @@ int CallServer::start(const std::string& bind_host) {
             respond(status, std::move(response));
           });
         },
-        setup_.credentials.tls ? "" : bind_host);
+        setup_.credentials.tls ? "" : bind_host,
+        call_socket::ServerLimits{.max_request_bytes = setup_.max_message_bytes});
   }
   return port;
 }
@@ -143,14 +144,6 @@ void CallServer::stop_listening() {
 
 void CallServer::wait() {
   if (server_) server_->Wait();
-}
-
-bool CallServer::token_accepted(const grpc::CallbackServerContext& context) const {
-  if (setup_.token.empty()) return true;
-  const auto& metadata = context.client_metadata();
-  auto sent = metadata.find(rendezvous::kTokenMetadataKey);
-  return sent != metadata.end() &&
-         rendezvous::same_token(std::string_view(sent->second.data(), sent->second.size()), setup_.token);
 }
 
 grpc::Status CallServer::not_serving() const {

@@ -46,7 +46,8 @@ class CallServer {
     const rendezvous::TransportCredentials& credentials;
     std::chrono::milliseconds init_timeout;  // the longest a request waits at the gate
     bool socket_calls;
-    Executor& executor;  // runs every request; outlives the server's use of it (see stop_listening)
+    uint64_t max_message_bytes;  // RpcOptions::max_message_bytes
+    Executor& executor;          // runs every request; outlives the server's use of it (see stop_listening)
     TensorPaths& paths;
     const InterceptorChain& interceptors;
   };
@@ -78,8 +79,6 @@ class CallServer {
   // Waits until requests may run; false when the gate closed or init_timeout passed first.
   bool wait_until_calls_open();
   void set_gate(bool open);
-  // Whether a gRPC request carries the job token (Note [Job token] in rendezvous/credentials.h).
-  bool token_accepted(const grpc::CallbackServerContext& context) const;
   // The answer to requests that arrive when init_rpc did not finish.
   grpc::Status not_serving() const;
   // Runs the call a request frame asks for, from either transport.

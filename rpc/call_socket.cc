@@ -204,6 +204,25 @@ bool send_bytes(int fd, const MessageHeader& header, const std::string& bytes) {
   return send_message(fd, header, {grpc::Slice(bytes)});
 }
 
+// Reads past a message's body of `size` bytes, keeping none of it; false on end of stream or
+// error.
+bool skip_body(int fd, uint64_t size) {
+  char discard[64 << 10];
+  while (size > 0) {
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(size, sizeof discard));
+    if (!read_exactly(fd, discard, take)) return false;
+    size -= take;
+  }
+  return true;
+}
+
+// The status of a message of `bytes` bytes refused for being over `limit`.
+grpc::Status too_large(const char* what, uint64_t bytes, uint64_t limit) {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      detail::str_cat("the ", what, " is ", bytes, " bytes, more than the ", limit, " bytes its receiver accepts"));
+}
+
 // Reads a message's body of `size` bytes as slices; false on end of stream or error.
 bool read_body(int fd, uint64_t size, std::vector<grpc::Slice>* slices) {
   while (size > 0) {
@@ -268,9 +287,8 @@ struct Server::Connection {
   std::mutex write_mutex;  // one reply at a time
 };
 
-Server::Server(std::string token, Handler handler, const std::string& tcp_host,
-               std::chrono::milliseconds handshake_timeout)
-    : token_(std::move(token)), handler_(std::move(handler)), handshake_timeout_(handshake_timeout) {
+Server::Server(std::string token, Handler handler, const std::string& tcp_host, ServerLimits limits)
+    : token_(std::move(token)), handler_(std::move(handler)), limits_(limits) {
   DISTGRAD_CHECK(::pipe2(wake_fds_, O_CLOEXEC) == 0, "rpc: cannot create a pipe: ", errno_text());
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   std::random_device entropy;
@@ -372,7 +390,7 @@ void Server::accept_connections() {
 bool Server::handshake(Connection& connection) {
   MessageHeader hello;
   std::string token;
-  const bool arrived = read_hello(connection.fd, Clock::now() + handshake_timeout_, &hello, &token);
+  const bool arrived = read_hello(connection.fd, Clock::now() + limits_.handshake_timeout, &hello, &token);
   {
     std::lock_guard<std::mutex> lock(connections_mutex_);
     --handshakes_;
@@ -397,13 +415,12 @@ void Server::read_requests(const std::shared_ptr<Connection>& connection) {
   for (;;) {
     MessageHeader header;
     std::vector<grpc::Slice> body;
-    if (!read_exactly(connection->fd, &header, sizeof header) || header.kind != kRequest ||
-        !read_body(connection->fd, header.bytes, &body)) {
+    if (!read_exactly(connection->fd, &header, sizeof header) || header.kind != kRequest) {
       return;  // closed, or not speaking the protocol
     }
     const uint64_t id = header.id;
     std::weak_ptr<Connection> reply_to = connection;
-    handler_(to_buffer(body), [reply_to, id](grpc::Status status, grpc::ByteBuffer reply) {
+    auto respond = [reply_to, id](grpc::Status status, grpc::ByteBuffer reply) {
       std::shared_ptr<Connection> connection = reply_to.lock();
       if (!connection) return;  // the server stopped
       MessageHeader answer{id, kReply, static_cast<uint32_t>(status.error_code()), 0};
@@ -413,13 +430,22 @@ void Server::read_requests(const std::shared_ptr<Connection>& connection) {
       } else {
         send_bytes(connection->fd, answer, status.error_message());
       }
-    });
+    };
+    if (limits_.max_request_bytes > 0 && header.bytes > limits_.max_request_bytes) {
+      if (!skip_body(connection->fd, header.bytes)) return;
+      respond(too_large("request", header.bytes, limits_.max_request_bytes), {});
+      continue;
+    }
+    if (!read_body(connection->fd, header.bytes, &body)) return;
+    handler_(to_buffer(body), std::move(respond));
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 
-Client::Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout) {
+Client::Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout,
+               uint64_t max_reply_bytes)
+    : max_reply_bytes_(max_reply_bytes) {
   std::string failure;
   fd_ = connect_to(address, static_cast<int>(timeout.count()), &failure);
   MessageHeader answer;
@@ -535,8 +561,9 @@ void Client::read_replies() {
     if (polled == 0) continue;
     MessageHeader header;
     std::vector<grpc::Slice> body;
-    if (polled < 0 || !read_exactly(fd_, &header, sizeof header) || header.kind != kReply ||
-        !read_body(fd_, header.bytes, &body)) {
+    const bool has_header = polled > 0 && read_exactly(fd_, &header, sizeof header) && header.kind == kReply;
+    const bool too_large_reply = has_header && max_reply_bytes_ > 0 && header.bytes > max_reply_bytes_;
+    if (!has_header || !(too_large_reply ? skip_body(fd_, header.bytes) : read_body(fd_, header.bytes, &body))) {
       grpc::Status why(grpc::StatusCode::UNAVAILABLE, "the call socket to the worker closed");
       {
         std::lock_guard<std::mutex> lock(pending_mutex_);
@@ -546,7 +573,9 @@ void Client::read_replies() {
       fail_all(why);
       return;
     }
-    if (header.status == static_cast<uint32_t>(grpc::StatusCode::OK)) {
+    if (too_large_reply) {
+      complete(header.id, too_large("reply", header.bytes, max_reply_bytes_), {});
+    } else if (header.status == static_cast<uint32_t>(grpc::StatusCode::OK)) {
       complete(header.id, grpc::Status::OK, to_buffer(body));
     } else {
       const auto code = header.status <= grpc::StatusCode::UNAUTHENTICATED

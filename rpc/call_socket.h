@@ -52,6 +52,15 @@ namespace distgrad::rpc::call_socket {
 // Completes a call: the status and, when it is OK, the reply frame. Called once.
 using Completion = std::function<void(grpc::Status status, grpc::ByteBuffer reply)>;
 
+// What a server's connections may cost it.
+struct ServerLimits {
+  // A connection must present the token within this (Note [Connections before the token]).
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
+  // The largest request it keeps (0: no limit); a larger one is read past in small pieces, never
+  // held whole, and answered RESOURCE_EXHAUSTED (RpcOptions::max_message_bytes).
+  uint64_t max_request_bytes = 0;
+};
+
 class Server {
  public:
   // Serves one request frame; `respond` may run later, on any thread.
@@ -61,10 +70,8 @@ class Server {
   static constexpr size_t kMaxHandshakes = 64;
 
   // Listens at once on a fresh abstract Unix-domain socket, and on a free TCP port of `tcp_host`
-  // unless it is empty; throws distgrad::Error when it cannot. A connection must present the
-  // token within `handshake_timeout`.
-  Server(std::string token, Handler handler, const std::string& tcp_host,
-         std::chrono::milliseconds handshake_timeout = std::chrono::seconds(10));
+  // unless it is empty; throws distgrad::Error when it cannot.
+  Server(std::string token, Handler handler, const std::string& tcp_host, ServerLimits limits = {});
   ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -92,7 +99,7 @@ class Server {
 
   const std::string token_;
   const Handler handler_;
-  const std::chrono::milliseconds handshake_timeout_;
+  const ServerLimits limits_;
   std::string name_;
   int listen_fd_ = -1, tcp_listen_fd_ = -1, tcp_port_ = 0;
   int wake_fds_[2] = {-1, -1};  // a pipe: stop() writes to wake the acceptor
@@ -109,7 +116,10 @@ class Client {
  public:
   // Connects to `address` ("unix:NAME" or "tcp:HOST:PORT") and presents `token`; throws
   // distgrad::Error naming what failed (no such socket, refused, no answer within `timeout`).
-  Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout);
+  // A reply of more than `max_reply_bytes` (0: no limit) is read past, not kept, and fails its
+  // call with RESOURCE_EXHAUSTED.
+  Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout,
+         uint64_t max_reply_bytes = 0);
   ~Client();  // close(): calls in flight complete with CANCELLED
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -136,6 +146,7 @@ class Client {
   void complete(uint64_t id, const grpc::Status& status, grpc::ByteBuffer reply);
 
   int fd_ = -1;
+  uint64_t max_reply_bytes_ = 0;
   std::thread reader_;
   std::mutex write_mutex_;            // one message at a time on the socket
   mutable std::mutex pending_mutex_;  // guards everything below

@@ -102,6 +102,20 @@ TEST(Store, WaitBlocksUntilEveryKeyIsSet) {
   store.client.wait({});
 }
 
+TEST(Store, AWaitCountsOnlyKeysSetWhenItEnds) {
+  LoopbackStore store;
+  auto waiting = std::async(std::launch::async, [&] { return store.client.wait_for({"a", "b", "a"}, 5s); });
+  store.client.set("a", "1");
+  store.client.delete_key("a");  // set, then gone again: the wait still misses it
+  store.client.set("b", "2");
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);
+  EXPECT_EQ(store.server.num_waiting(), 1u);
+  store.client.set("a", "3");
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  EXPECT_THAT(waiting.get(), IsEmpty());
+  EXPECT_EQ(store.server.num_waiting(), 0u);
+}
+
 TEST(Store, GetTimesOutNamingTheKeyAndTheAddress) {
   LoopbackStore store;
   std::string address = store.server.address();
@@ -342,6 +356,19 @@ TEST(Store, AHundredMegabyteValueRoundTrips) {
   EXPECT_TRUE(back == value);  // not EXPECT_EQ: a failure would print 200 MB
 }
 
+TEST(StoreServer, DistgradMaxMessageBytesLimitsRequests) {
+  ASSERT_EQ(::setenv("DISTGRAD_MAX_MESSAGE_BYTES", "1048576", 1), 0);
+  StoreServer server("127.0.0.1", 0, kToken);
+  ::unsetenv("DISTGRAD_MAX_MESSAGE_BYTES");
+  StoreClient client(server.address(), kToken, 10s);
+  EXPECT_ERROR_CONTAINS(client.set("big", std::string(size_t{2} << 20, 'x')),
+                        "refused a request larger than it accepts (DISTGRAD_MAX_MESSAGE_BYTES where it runs) while "
+                        "setting key \"big\": Received message larger than max");
+  client.set("small", std::string(1000, 'x'));
+  EXPECT_EQ(client.get("small").size(), 1000u);
+  EXPECT_EQ(client.num_keys(), 1);
+}
+
 TEST(StoreServer, RefusesAPortInUse) {
   StoreServer first("127.0.0.1", 0, kToken);
   std::string in_use = "cannot listen on " + first.address();
@@ -421,8 +448,8 @@ TEST_F(RawStore, ServerNeverWaitsLongerThanTheRequestSays) {
 
 TEST_F(RawStore, GarbageRequestsAreRefusedWithoutHarm) {
   grpc::GenericStub generic(channel_);
-  for (const char* method : {"/distgrad.rpc.wire.Store/Get", "/distgrad.rpc.wire.Store/Wait",
-                             "/distgrad.rpc.wire.Store/Set", "/distgrad.rpc.wire.Store/NoSuchMethod"}) {
+  for (const char* method : {"/distgrad.rendezvous.wire.Store/Get", "/distgrad.rendezvous.wire.Store/Wait",
+                             "/distgrad.rendezvous.wire.Store/Set", "/distgrad.rendezvous.wire.Store/NoSuchMethod"}) {
     for (const std::string& bytes :
          {std::string("\xff\xff\xff\xff\x0f garbage", 14), std::string("\x0a\x80", 2), std::string(1000, '\x0a')}) {
       grpc::Slice slice(bytes);
@@ -459,6 +486,26 @@ TEST_F(RawStore, ManyKeysAndOddTimeoutsAreAnswered) {
   ASSERT_TRUE(stub_->Add(context().get(), add, &sum).ok());
   EXPECT_EQ(sum.value(), std::numeric_limits<int64_t>::min());
   EXPECT_EQ(stub_->Add(context().get(), add, &sum).error_code(), grpc::StatusCode::OUT_OF_RANGE);
+}
+
+TEST_F(RawStore, AbandonedWaitsEndWithTheirClients) {
+  // Gets that would wait an hour, cut short by their clients' deadlines: the server lets go of
+  // each when its client goes.
+  wire::GetRequest request;
+  request.set_key("late");
+  request.set_timeout_ms(3'600'000);
+  for (int i = 0; i < 10; ++i) {
+    auto context = this->context();
+    context->set_deadline(std::chrono::system_clock::now() + 100ms);
+    wire::GetResponse response;
+    EXPECT_EQ(stub_->Get(context.get(), request, &response).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  const Clock::time_point deadline = Clock::now() + 5s;
+  while (server_.num_waiting() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server_.num_waiting(), 0u);
+  StoreClient client(server_.address(), kToken, 5s);
+  client.set("late", "now");
+  EXPECT_EQ(client.get("late"), "now");
 }
 
 TEST(StoreClient, RejectsNegativeTimeouts) {

@@ -211,6 +211,26 @@ TEST(AgentSecurity, ABigCallWithAWrongTokenIsRefusedBeforeItsMessageIsRead) {
   EXPECT_THAT(results[0].output, HasSubstr("a 256 MB call with a wrong token: refused")) << results[0];
 }
 
+TEST(AgentSecurity, ABigStoreWriteWithAWrongTokenIsRefusedBeforeItsMessageIsRead) {
+  WorldOptions options;
+  options.env["DISTGRAD_TOKEN"] = "agent-test-token-0123456789";
+  const std::vector<ProcessResult> results = run_scenario("big_store_write_with_a_wrong_token", 2, options);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("a 256 MB store write with a wrong token: refused")) << results[0];
+}
+
+// Over the call socket (the default between workers on one host) and over gRPC alone.
+TEST(AgentSecurity, MessagesOverTheConfiguredLimitFailTheirCallsNamingIt) {
+  for (const char* grpc_only : {"0", "1"}) {
+    WorldOptions options;
+    options.env["DISTGRAD_MAX_MESSAGE_BYTES"] = "1048576";
+    options.env["DISTGRAD_GRPC_ONLY"] = grpc_only;
+    const std::vector<ProcessResult> results = run_scenario("message_size_limit", 2, options);
+    ASSERT_TRUE(all_succeeded(results)) << "DISTGRAD_GRPC_ONLY=" << grpc_only;
+    EXPECT_THAT(results[0].output, HasSubstr("messages over the limit refused")) << results[0];
+  }
+}
+
 TEST(AgentSecurity, RawCallsWithoutTheJobTokenAreUnauthenticated) {
   WorldOptions options;
   options.env["DISTGRAD_TOKEN"] = "agent-test-token-0123456789";

@@ -14,6 +14,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/core/test_util.h"
@@ -83,7 +84,7 @@ void send_all(int fd, const std::string& bytes) {
 Server echo_server(std::chrono::milliseconds handshake_timeout = 10s) {
   return Server(
       kToken, [](grpc::ByteBuffer request, Completion respond) { respond(grpc::Status::OK, std::move(request)); }, "",
-      handshake_timeout);
+      ServerLimits{.handshake_timeout = handshake_timeout});
 }
 
 // A call through a real client: the server still serves.
@@ -179,6 +180,42 @@ TEST(CallSocketServer, WithoutDescriptorsTheAcceptorBacksOffInsteadOfSpinning) {
                         << clients.size() << " connections)";
   EXPECT_TRUE(eventually([&] { return server.num_connections() == 0; }));
   expect_a_call_gets_through(server);
+}
+
+// A call of `bytes` bytes through `client`: its status and the reply's size.
+std::pair<grpc::Status, size_t> call_with(Client& client, size_t bytes) {
+  grpc::Slice slice(std::string(bytes, 'x'));
+  std::promise<std::pair<grpc::Status, size_t>> done;
+  client.call(grpc::ByteBuffer(&slice, 1), 5s, [&](grpc::Status status, grpc::ByteBuffer reply) {
+    done.set_value({status, reply.Length()});
+  });
+  return done.get_future().get();
+}
+
+TEST(CallSocketServer, ARequestOverTheLimitIsRefusedAndTheConnectionServesOn) {
+  Server server(
+      kToken, [](grpc::ByteBuffer request, Completion respond) { respond(grpc::Status::OK, std::move(request)); }, "",
+      ServerLimits{.max_request_bytes = 1000});
+  Client client("unix:" + server.name(), kToken, 5s);
+  const auto [refused, refused_reply] = call_with(client, 300'000);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(), "the request is 300000 bytes, more than the 1000 bytes its receiver accepts");
+  // Read past, so the connection is still in step: a request at the limit is served on it.
+  const auto [served, reply_bytes] = call_with(client, 1000);
+  EXPECT_TRUE(served.ok()) << served.error_message();
+  EXPECT_EQ(reply_bytes, 1000u);
+  EXPECT_TRUE(client.is_open());
+}
+
+TEST(CallSocketClient, AReplyOverItsLimitFailsItsCallAndTheConnectionServesOn) {
+  Server server = echo_server();
+  Client client("unix:" + server.name(), kToken, 5s, /*max_reply_bytes=*/1000);
+  const auto [refused, refused_reply] = call_with(client, 300'000);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(), "the reply is 300000 bytes, more than the 1000 bytes its receiver accepts");
+  const auto [served, reply_bytes] = call_with(client, 10);
+  EXPECT_TRUE(served.ok()) << served.error_message();
+  EXPECT_EQ(reply_bytes, 10u);
 }
 
 }  // namespace
