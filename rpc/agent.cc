@@ -2,11 +2,12 @@
 
 #include <malloc.h>
 
-#include <charconv>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
+#include <string_view>
+#include <thread>
 
 #include "core/cuda.h"
 #include "rendezvous/credentials.h"
@@ -23,12 +24,16 @@ namespace {
 
 // RpcOptions::keep_freed_memory.
 void keep_freed_memory() {
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && (std::strstr(tunables, "mmap_threshold") || std::strstr(tunables, "trim_threshold"))) {
-    return;
+  const char* tunables_set = std::getenv("GLIBC_TUNABLES");
+  const std::string_view tunables = tunables_set != nullptr ? tunables_set : "";
+  if (tunables.find("mmap_threshold") == std::string_view::npos &&
+      tunables.find("trim_threshold") == std::string_view::npos) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   }
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  if (tunables.find("arena_max") == std::string_view::npos && std::getenv("MALLOC_ARENA_MAX") == nullptr) {
+    mallopt(M_ARENA_MAX, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  }
 }
 
 // Sets `value` from a 0/1 switch of the environment, when set.
@@ -119,7 +124,6 @@ struct Agent::Impl {
 };
 
 void Agent::Impl::start() {
-  if (options.keep_freed_memory) keep_freed_memory();
   for (const std::string& name : FunctionRegistry::instance().duplicate_names()) {
     DISTGRAD_FAIL("init_rpc: the function name '", name, "' is registered twice (DISTGRAD_REMOTE); use ",
                   "DISTGRAD_REMOTE_NAMED to give one of them another name");
@@ -188,7 +192,12 @@ void Agent::Impl::stop() {
 
 // ---------------------------------------------------------------------------------------------
 
-Agent::Agent(RpcOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Agent::Agent(RpcOptions options) {
+  // Before the agent's first gRPC object starts gRPC's threads, each of which would otherwise
+  // take a malloc arena of its own.
+  if (options.keep_freed_memory) keep_freed_memory();
+  impl_ = std::make_unique<Impl>(std::move(options));
+}
 
 Agent::~Agent() { impl_->stop(); }
 

@@ -41,7 +41,11 @@ struct RpcOptions {
   // M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 4 GiB). gRPC frees its receive buffers after
   // every message; given back, they fault in again on the next one, which made a 64 MB round
   // trip 1.6x slower (docs/benchmarks.md, "RPC"). Process-wide: the heap stays at its peak.
-  // Left alone when GLIBC_TUNABLES sets either threshold.
+  // So that the peak is kept per core, not per thread, threads share one malloc arena per core
+  // (M_ARENA_MAX; glibc's default is 8 per core): with an arena per thread, memory one thread
+  // freed was kept for it alone, and the main example's workers grew without end (docs/rpc.md,
+  // "Memory").
+  // Each setting is left alone when GLIBC_TUNABLES or MALLOC_ARENA_MAX sets it.
   bool keep_freed_memory = true;
   // The fast paths (docs/rpc.md, "Fast paths"). Workers on this host are recognised as such
   // (false: every peer is treated as on another host).
