@@ -31,9 +31,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "distgrad.h"
+#include "examples/command_line.h"
 #include "examples/fashion_mnist_models.h"
 #include "examples/progress.h"
 #include "examples/training_checkpoint.h"
@@ -228,8 +227,7 @@ int train() {
 }
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Trains an MLP or a CNN on Fashion-MNIST with DistributedDataParallel");
-  absl::ParseCommandLine(argc, argv);
+  examples::parse_command_line(argc, argv, "Trains an MLP or a CNN on Fashion-MNIST with DistributedDataParallel");
   try {
     return train();
   } catch (const std::exception& error) {

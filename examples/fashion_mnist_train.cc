@@ -14,13 +14,12 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
+#include "examples/command_line.h"
 #include "examples/fashion_mnist_models.h"
 #include "examples/progress.h"
 #include "examples/training_checkpoint.h"
@@ -83,11 +82,8 @@ Resumed load_checkpoint(const std::string& path, nn::Module& model, dg::optim::A
   return {std::stoi(metadata.at("epoch")), std::stod(metadata.at("test_accuracy"))};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Trains an MLP or a CNN on Fashion-MNIST");
-  absl::ParseCommandLine(argc, argv);
+// Trains as the flags say; returns the exit status (1 below --min_accuracy).
+int train() {
   const std::string kind = absl::GetFlag(FLAGS_model);
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint).empty() ? "/tmp/fashion_mnist_" + kind + ".safetensors"
                                                                          : absl::GetFlag(FLAGS_checkpoint);
@@ -136,4 +132,16 @@ int main(int argc, char** argv) {
   }
   if (first_epoch >= absl::GetFlag(FLAGS_epochs)) accuracy = test_accuracy(*model, test);
   return accuracy >= absl::GetFlag(FLAGS_min_accuracy) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  examples::parse_command_line(argc, argv, "Trains an MLP or a CNN on Fashion-MNIST");
+  try {
+    return train();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "fashion_mnist_train: error: %s\n", error.what());
+    return 1;
+  }
 }

@@ -40,8 +40,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "examples/command_line.h"
 #include "examples/fewshot_program.h"
 #include "examples/progress.h"
 #include "examples/svg_plot.h"
@@ -252,7 +251,6 @@ void train() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("distributed few-shot MAML on Fashion-MNIST; start it with distgrad-run");
-  absl::ParseCommandLine(argc, argv);
+  examples::parse_command_line(argc, argv, "distributed few-shot MAML on Fashion-MNIST; start it with distgrad-run");
   return fewshot::run_program("maml_fewshot", train);
 }

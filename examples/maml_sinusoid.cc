@@ -24,9 +24,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "distgrad.h"
+#include "examples/command_line.h"
 #include "examples/maml_flags.h"
 #include "examples/progress.h"
 #include "examples/sinusoid.h"
@@ -176,8 +175,7 @@ void train() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("distributed MAML on sinusoid regression; start it with distgrad-run");
-  absl::ParseCommandLine(argc, argv);
+  examples::parse_command_line(argc, argv, "distributed MAML on sinusoid regression; start it with distgrad-run");
   return dg::auto_init_rpc([] { dg::manual_seed(absl::GetFlag(FLAGS_seed) + dg::get_rank()); },
                            [] { dg::rank_zero_only(train)(); });
 }

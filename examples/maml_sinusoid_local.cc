@@ -15,8 +15,7 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "examples/command_line.h"
 #include "examples/maml_flags.h"
 #include "examples/progress.h"
 #include "examples/sinusoid.h"
@@ -45,8 +44,7 @@ double meta_test_loss(sinusoid::Net& net, dg::Generator& generator) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("MAML on sinusoid regression, in one process");
-  absl::ParseCommandLine(argc, argv);
+  examples::parse_command_line(argc, argv, "MAML on sinusoid regression, in one process");
   dg::manual_seed(absl::GetFlag(FLAGS_seed));
   dg::Generator test_tasks(absl::GetFlag(FLAGS_seed) + 1);  // the same fresh tasks before and after
   dg::Generator train_tasks(absl::GetFlag(FLAGS_seed) + 2);

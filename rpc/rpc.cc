@@ -1,7 +1,10 @@
 #include "rpc/rpc.h"
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
+
+#include "rendezvous/world.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -16,6 +19,13 @@ std::atomic<int64_t> default_timeout_ms{-1};  // -1: the agent's RpcOptions::tim
 void start_agent(const RpcOptions& options) {
   std::lock_guard<std::mutex> lock(agent_mutex);
   DISTGRAD_CHECK(owned_agent == nullptr, "init_rpc: RPC is already running in this process");
+  if (rendezvous::world_info().source == "default") {
+    // Started by hand, not by a launcher: say so, since a world of one is rarely what was meant.
+    std::fprintf(stderr,
+                 "distgrad: no launcher's variables are set (RANK and WORLD_SIZE, SLURM_PROCID or "
+                 "OMPI_COMM_WORLD_RANK): running as a world of one worker; start the program with "
+                 "distgrad-run (or torchrun, srun, mpirun) for more\n");
+  }
   auto agent = std::make_unique<Agent>(options);
   agent->start();
   owned_agent = std::move(agent);
