@@ -7,19 +7,9 @@
 set -euo pipefail
 launcher=$1
 example=$2
-dir=$(mktemp -d)
-"$launcher" --standalone --nproc-per-node 2 "$example" --iterations 100000 --eval_tasks 10 --plot "$dir/plot.svg" \
-  > "$dir/output" 2>&1 &
-launcher_pid=$!
-trap 'kill -INT "$launcher_pid" 2> /dev/null || true; wait "$launcher_pid" 2> /dev/null || true; rm -rf "$dir"' EXIT
-deadline=$((SECONDS + 60))
-until grep -q "meta-test loss before training" "$dir/output"; do
-  if ((SECONDS > deadline)) || ! kill -0 "$launcher_pid" 2> /dev/null; then
-    echo "FAIL: no \"meta-test loss before training\" line within 60 s; the output so far:"
-    cat "$dir/output"
-    exit 1
-  fi
-  sleep 0.1
-done
+source "$(dirname "$0")/launched_run.sh"
+start_run "$launcher" --standalone --nproc-per-node 2 "$example" --iterations 100000 --eval_tasks 10 \
+  --plot "$run_dir/plot.svg"
+wait_for_output "meta-test loss before training" 60
 echo "the first lines arrived while the run went on:"
-cat "$dir/output"
+cat "$run_dir/output"

@@ -12,24 +12,9 @@ set -euo pipefail
 launcher=$1
 example=$2
 max_growth_kb=$(($3 * 1024))
-dir=$(mktemp -d)
-"$launcher" --standalone --nproc-per-node 4 "$example" --iterations 4000 --eval_tasks 10 --plot "$dir/plot.svg" \
-  > "$dir/output" 2>&1 &
-launcher_pid=$!
-trap 'kill -INT "$launcher_pid" 2> /dev/null || true; wait "$launcher_pid" 2> /dev/null || true; rm -rf "$dir"' EXIT
-
-# Waits (at most 240 s) until the example's progress line for iteration $1 is out.
-wait_for_iteration() {
-  local deadline=$((SECONDS + 240))
-  until grep -q "\] $1/4000 " "$dir/output"; do
-    if ((SECONDS > deadline)) || ! kill -0 "$launcher_pid" 2> /dev/null; then
-      echo "FAIL: the example did not reach iteration $1"
-      cat "$dir/output"
-      exit 1
-    fi
-    sleep 0.1
-  done
-}
+source "$(dirname "$0")/launched_run.sh"
+start_run "$launcher" --standalone --nproc-per-node 4 "$example" --iterations 4000 --eval_tasks 10 \
+  --plot "$run_dir/plot.svg"
 
 # "PID KB" for each worker process (the launcher's children).
 resident() {
@@ -38,20 +23,19 @@ resident() {
   done
 }
 
-wait_for_iteration 2000
-resident > "$dir/early"
-wait_for_iteration 3600
-resident > "$dir/late"
-wait "$launcher_pid"
-trap 'rm -rf "$dir"' EXIT
+wait_for_output "\] 2000/4000 " 240
+resident > "$run_dir/early"
+wait_for_output "\] 3600/4000 " 240
+resident > "$run_dir/late"
+finish_run
 
-[ "$(wc -l < "$dir/early")" -eq 4 ] || { echo "FAIL: expected 4 workers, found: $(cat "$dir/early")"; exit 1; }
+[ "$(wc -l < "$run_dir/early")" -eq 4 ] || { echo "FAIL: expected 4 workers, found: $(cat "$run_dir/early")"; exit 1; }
 total=0
 while read -r pid before; do
-  after=$(awk -v pid="$pid" '$1 == pid {print $2}' "$dir/late")
+  after=$(awk -v pid="$pid" '$1 == pid {print $2}' "$run_dir/late")
   echo "worker pid $pid: ${before} kB at iteration 2000, ${after} kB at 3600 (grew by $((after - before)) kB)"
   total=$((total + after - before))
-done < "$dir/early"
+done < "$run_dir/early"
 if ((total > max_growth_kb)); then
   echo "FAIL: the workers grew by ${total} kB together over 1600 iterations, more than ${max_growth_kb} kB"
   exit 1
