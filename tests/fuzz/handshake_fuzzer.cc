@@ -8,18 +8,17 @@
 // thread, within 5 s; a crash or a sanitizer report is a bug.
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
 
 #include "rpc/call_socket.h"
+#include "tests/rpc/raw_call_socket.h"
 
 namespace {
 
@@ -37,37 +36,20 @@ Server& server() {
   return *server;
 }
 
-// The token message: call_socket.cc's header (id, kind 1, status, byte count), then the token.
-std::string token_message() {
-  struct {
-    uint64_t id = 0;
-    uint32_t kind = 1;
-    uint32_t status = 0;
-    uint64_t bytes = sizeof kToken - 1;
-  } header;
-  return std::string(reinterpret_cast<const char*>(&header), sizeof header) + kToken;
-}
+// The token message (tests/rpc/raw_call_socket.h).
+std::string token_message() { return distgrad::rpc::testing::hello_header(sizeof kToken - 1) + kToken; }
 
 [[noreturn]] void bug(const char* what) {
   std::fprintf(stderr, "handshake_fuzzer: %s\n", what);
   __builtin_trap();
 }
 
-int connect_to(const std::string& name) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) bug("cannot connect");
-  return fd;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Server& echo = server();
-  const int fd = connect_to(echo.name());
+  const int fd = distgrad::rpc::testing::connect_raw(echo.name());
+  if (fd < 0) bug("cannot connect");
   std::string sent = size > 0 && (data[0] & 1) ? token_message() : "";
   if (size > 0) sent.append(reinterpret_cast<const char*>(data) + 1, size - 1);
   // The server may close before it has read everything (a refused token): a failed send is fine.

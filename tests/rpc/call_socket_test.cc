@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "tests/core/test_util.h"
+#include "tests/rpc/raw_call_socket.h"
 
 namespace distgrad::rpc::call_socket {
 namespace {
@@ -51,31 +51,9 @@ bool eventually(F&& condition, std::chrono::milliseconds timeout = 5s) {
 }
 
 // A plain connection to the server's Unix socket (no token sent); -1 when none could be made.
-int connect_raw(const Server& server) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, server.name().data(), server.name().size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + server.name().size());
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connect_raw(const Server& server) { return testing::connect_raw(server.name()); }
 
-// The header of a hello message (call_socket.cc's MessageHeader) announcing `bytes` of token.
-std::string hello_header(uint64_t bytes) {
-  struct {
-    uint64_t id = 0;
-    uint32_t kind = 1;
-    uint32_t status = 0;
-    uint64_t bytes = 0;
-  } header;
-  header.bytes = bytes;
-  return std::string(reinterpret_cast<const char*>(&header), sizeof header);
-}
+using testing::hello_header;
 
 void send_all(int fd, const std::string& bytes) {
   ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));

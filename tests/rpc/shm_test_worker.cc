@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,12 +30,14 @@
 #include "dist_autograd/init_rpc.h"
 #include "rpc/call_socket.h"
 #include "rpc/rpc.h"
+#include "tests/rpc/raw_call_socket.h"
 #include "tests/rpc/scenario.h"
 
 namespace distgrad::rpc {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::connect_raw;
 using testing::Failure;
 using testing::require;
 using testing::say;
@@ -267,20 +268,6 @@ std::string unix_socket_name(int rank) {
   const size_t line = entry.find("\nsocket ");
   require(line != std::string::npos, "worker", rank, "'s entry names no Unix socket: ", entry);
   return entry.substr(line + 8, entry.find('\n', line + 1) - line - 8);
-}
-
-// Connects to the abstract socket `name` directly; -1 when it cannot.
-int connect_raw(const std::string& name) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // Whether the server closes `fd` within 5 s (reads until the end of the stream).
