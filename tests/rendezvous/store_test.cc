@@ -367,6 +367,11 @@ TEST(StoreServer, DistgradMaxMessageBytesLimitsRequests) {
   client.set("small", std::string(1000, 'x'));
   EXPECT_EQ(client.get("small").size(), 1000u);
   EXPECT_EQ(client.num_keys(), 1);
+
+  ASSERT_EQ(::setenv("DISTGRAD_MAX_MESSAGE_BYTES", "1MB", 1), 0);
+  EXPECT_ERROR_CONTAINS(StoreServer("127.0.0.1", 0, kToken),
+                        "StoreServer: DISTGRAD_MAX_MESSAGE_BYTES=1MB is not a number of bytes");
+  ::unsetenv("DISTGRAD_MAX_MESSAGE_BYTES");
 }
 
 TEST(StoreServer, RefusesAPortInUse) {

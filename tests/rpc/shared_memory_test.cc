@@ -72,6 +72,7 @@ TEST(FastPathSettings, BadValuesAreRefusedNamingTheVariable) {
       {{{"DISTGRAD_SHM", "yes"}}, "init_rpc: DISTGRAD_SHM=yes is not 0 or 1"},
       {{{"DISTGRAD_SOCKET_CALLS", "2"}}, "init_rpc: DISTGRAD_SOCKET_CALLS=2 is not 0 or 1"},
       {{{"DISTGRAD_SHM_THRESHOLD", "64k"}}, "init_rpc: DISTGRAD_SHM_THRESHOLD=64k is not a number of bytes"},
+      {{{"DISTGRAD_MAX_MESSAGE_BYTES", "1MB"}}, "init_rpc: DISTGRAD_MAX_MESSAGE_BYTES=1MB is not a number of bytes"},
   };
   for (const auto& [env, message] : cases) {
     WorldOptions options;
