@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "launcher/job_status.h"
 #include "launcher/options.h"
+#include "launcher/worker_env.h"
 #include "launcher/worker_group.h"
 #include "rendezvous/store.h"
 
@@ -45,6 +46,15 @@ int launch(const dl::LaunchOptions& options) {
   group.nproc_per_node = dl::workers_per_node(
       options.nproc_per_node, static_cast<int>(std::thread::hardware_concurrency()), distgrad::cuda::device_count());
   group.token = job_token(options);
+  if (options.line_buffered) {
+    group.line_buffer_library = dl::find_line_buffer_library();
+    if (group.line_buffer_library.empty()) {
+      std::fprintf(stderr,
+                   "distgrad-run: warning: coreutils' libstdbuf.so was not found, so a worker's stdout stays "
+                   "block-buffered unless the program sets line buffering itself (Python programs get "
+                   "PYTHONUNBUFFERED=1); --no-line-buffered silences this\n");
+    }
+  }
   group.master_port = options.master_port;
   std::unique_ptr<distgrad::rendezvous::StoreServer> store;
   if (options.node_rank == 0) {

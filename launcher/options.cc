@@ -73,6 +73,8 @@ const std::map<std::string, Flag>& flags() {
       {"tee", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.tee = v; }}},
       {"role", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.role = v; }}},
       {"run_id", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.run_id = v; }}},
+      {"no_line_buffered",
+       {false, [](LaunchOptions& o, const std::string&, const std::string&) { o.line_buffered = false; }}},
   };
   return *table;
 }
@@ -166,11 +168,16 @@ back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
   --standalone               one node; the launcher picks a free port
   --max-restarts M           restarts of the whole group after a worker fails (0)
   --monitor-interval S       seconds between checks of the workers (0.1)
-  --log-dir D                write each rank's output to D/<run-id>/rank<R>.log
+  --log-dir D                where --redirects and --tee write the logs: each run in a new
+                             directory D/<run-id>_XXXXXX (printed at the start), in it
+                             attempt_<k>/<local-rank>/stdout.log and stderr.log per attempt
   --redirects 0|1|2|3        send workers' stdout (1), stderr (2) or both (3) only to the logs
   --tee 0|1|2|3              copy them to the logs as well as to the console
   --role NAME                the workers' role (default)
   --run-id ID                the job's id, shared by its nodes (none)
+  --no-line-buffered         leave the workers' stdout buffering alone; by default the workers
+                             run with coreutils' libstdbuf preloaded for line-buffered stdout
+                             (as stdbuf -oL) and PYTHONUNBUFFERED=1 unless set
   -h, --help                 this text
 )";
 }

@@ -3,7 +3,7 @@
 //   distgrad-run [--nnodes N|N:N] [--nproc-per-node K|auto|cpu|gpu] [--node-rank R]
 //                [--master-addr A] [--master-port P] [--standalone] [--max-restarts M]
 //                [--monitor-interval S] [--log-dir D] [--redirects SPEC] [--tee SPEC]
-//                [--role NAME] [--run-id ID] program [args...]
+//                [--role NAME] [--run-id ID] [--no-line-buffered] program [args...]
 //
 // As torchrun: every flag takes `-` or `_` spellings (`--nproc-per-node`, `--nproc_per_node`)
 // and `--flag value` or `--flag=value`; a flag not given falls back to the environment variable
@@ -37,6 +37,8 @@ struct LaunchOptions {
   std::string tee = "0";
   std::string role = "default";
   std::string run_id = "none";
+  // Ask the workers for line-buffered stdout (launcher/worker_env.h); --no-line-buffered: off.
+  bool line_buffered = true;
   bool help = false;
   std::vector<std::string> program;  // the program and its arguments
 };

@@ -1,8 +1,29 @@
 #include "launcher/worker_env.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_split.h"
 #include "core/error.h"
 
 namespace distgrad::launcher {
+namespace {
+
+// Note [Line-buffered workers].
+void ask_for_line_buffering(const std::string& library, std::map<std::string, std::string>& env) {
+  env.try_emplace("PYTHONUNBUFFERED", "1");
+  if (library.empty()) return;
+  std::string& preload = env["LD_PRELOAD"];
+  const std::vector<std::string> preloaded = absl::StrSplit(preload, absl::ByAnyChar(": "), absl::SkipEmpty());
+  if (std::find(preloaded.begin(), preloaded.end(), library) == preloaded.end()) {
+    preload += preload.empty() ? library : ":" + library;
+  }
+  env.try_emplace("_STDBUF_O", "L");
+}
+
+}  // namespace
 
 std::map<std::string, std::string> worker_environment(const LaunchOptions& options, const GroupInfo& group,
                                                       int local_rank, std::map<std::string, std::string> env) {
@@ -26,7 +47,16 @@ std::map<std::string, std::string> worker_environment(const LaunchOptions& optio
   env["DISTGRAD_TOKEN"] = group.token;
   env["DISTGRAD_USE_AGENT_STORE"] = "1";
   env.try_emplace("OMP_NUM_THREADS", "1");
+  if (options.line_buffered) ask_for_line_buffering(group.line_buffer_library, env);
   return env;
+}
+
+std::string find_line_buffer_library() {
+  for (const char* path : {"/usr/libexec/coreutils/libstdbuf.so", "/usr/lib/coreutils/libstdbuf.so",
+                           "/usr/local/libexec/coreutils/libstdbuf.so"}) {
+    if (access(path, R_OK) == 0) return path;
+  }
+  return "";
 }
 
 }  // namespace distgrad::launcher

@@ -1,4 +1,5 @@
-// The environment of each worker `distgrad-run` starts (the torchrun variables, plus distgrad's).
+// The environment of each worker `distgrad-run` starts (the torchrun variables, plus distgrad's,
+// plus what asks the worker for line-buffered output).
 #pragma once
 
 #include <map>
@@ -14,14 +15,32 @@ struct GroupInfo {
   int master_port = 29500;  // resolved (--standalone picks a free one)
   int restart_count = 0;    // starts of the group before this one
   std::string token;        // the job's secret, DISTGRAD_TOKEN
+  // coreutils' libstdbuf.so to preload for line-buffered stdout (find_line_buffer_library), or
+  // empty: none.
+  std::string line_buffer_library;
 };
 
 // The environment of local worker `local_rank`: `env` (the launcher's own) with these set: RANK = node_rank *
 // nproc_per_node + local_rank, LOCAL_RANK, WORLD_SIZE = nnodes * nproc_per_node, LOCAL_WORLD_SIZE, GROUP_RANK (the node
 // rank), ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DISTGRAD_RESTART_COUNT,
 // DISTGRAD_MAX_RESTARTS, DISTGRAD_RUN_ID, DISTGRAD_TOKEN, DISTGRAD_USE_AGENT_STORE=1 (the
-// launcher hosts the Store), and OMP_NUM_THREADS=1 unless `env` sets it.
+// launcher hosts the Store), and OMP_NUM_THREADS=1 unless `env` sets it. With
+// `options.line_buffered`, see Note [Line-buffered workers].
 std::map<std::string, std::string> worker_environment(const LaunchOptions& options, const GroupInfo& group,
                                                       int local_rank, std::map<std::string, std::string> env);
+
+// Note [Line-buffered workers]
+// A worker's stdout is a pipe to the launcher, so C stdio (and Python) buffer it in blocks: a
+// program that prints a line and computes for a minute shows the line a minute late, or never if
+// it is killed. What `stdbuf -oL` does asks any dynamically linked program for line buffering:
+// coreutils' libstdbuf.so, appended to the user's LD_PRELOAD, sets stdout line-buffered before
+// main when _STDBUF_O=L. stderr is left alone: C's is unbuffered already, and line buffering
+// would hold back a progress line redrawn with '\r'. Python ignores both and reads
+// PYTHONUNBUFFERED=1. Variables the user set win (_STDBUF_O, PYTHONUNBUFFERED), and a program's
+// own setvbuf after main wins over libstdbuf. Statically linked programs are not reached.
+
+// The path of coreutils' libstdbuf.so on this machine (where Debian, Fedora and Arch install it),
+// or empty when there is none.
+std::string find_line_buffer_library();
 
 }  // namespace distgrad::launcher

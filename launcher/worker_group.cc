@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -69,6 +70,25 @@ std::map<std::string, std::string> own_environment() {
   return env;
 }
 
+// Makes this run's own log directory, LOG_DIR/<run-id>_XXXXXX, and says where it is. See
+// Note [Log files].
+std::filesystem::path make_run_log_dir(const std::string& log_dir, const std::string& run_id) {
+  std::error_code error;
+  std::filesystem::create_directories(log_dir, error);
+  DISTGRAD_CHECK(!error, "distgrad-run: cannot create the --log-dir ", log_dir, ": ", error.message());
+  std::string path = (std::filesystem::path(log_dir) / (run_id + "_XXXXXX")).string();
+  DISTGRAD_CHECK(mkdtemp(path.data()) != nullptr, "distgrad-run: cannot create a log directory ", path, ": ",
+                 std::strerror(errno));
+  std::fprintf(stderr, "distgrad-run: writing the workers' logs to %s\n", path.c_str());
+  return path;
+}
+
+// Makes `path`, a directory that must not exist yet.
+void make_new_dir(const std::filesystem::path& path) {
+  DISTGRAD_CHECK(mkdir(path.c_str(), 0777) == 0, "distgrad-run: cannot create ", path.string(), ": ",
+                 std::strerror(errno));
+}
+
 }  // namespace
 
 std::string WorkerExit::describe() const {
@@ -91,10 +111,11 @@ WorkerGroup::WorkerGroup(LaunchOptions options, GroupInfo group, JobStatus* job)
 void WorkerGroup::start_attempt(int attempt) {
   group_.restart_count = attempt;
   const std::map<std::string, std::string> base = own_environment();
-  std::filesystem::path log_dir;
+  std::filesystem::path attempt_log_dir;
   if (logged_streams_ != 0) {
-    log_dir = std::filesystem::path(*options_.log_dir) / options_.run_id / ("attempt" + std::to_string(attempt));
-    std::filesystem::create_directories(log_dir);
+    if (run_log_dir_.empty()) run_log_dir_ = make_run_log_dir(*options_.log_dir, options_.run_id);
+    attempt_log_dir = run_log_dir_ / ("attempt_" + std::to_string(attempt));
+    make_new_dir(attempt_log_dir);
   }
   workers_.clear();
   workers_.resize(group_.nproc_per_node);
@@ -138,14 +159,18 @@ void WorkerGroup::start_attempt(int attempt) {
     worker.out.fd = out_pipe[0];
     worker.err.fd = err_pipe[0];
     worker.err.is_stderr = true;
+    std::filesystem::path rank_log_dir;
+    if (logged_streams_ != 0) {
+      rank_log_dir = attempt_log_dir / std::to_string(local_rank);
+      make_new_dir(rank_log_dir);
+    }
     for (Stream* stream : {&worker.out, &worker.err}) {
       stream->rank = worker.rank;
       fcntl(stream->fd, F_SETFL, fcntl(stream->fd, F_GETFL) | O_NONBLOCK);
       const int bit = stream->is_stderr ? 2 : 1;
       if (logged_streams_ & bit) {
-        const auto path =
-            log_dir / ("rank" + std::to_string(worker.rank) + (stream->is_stderr ? ".stderr" : ".stdout"));
-        stream->log = std::fopen(path.c_str(), "w");
+        const auto path = rank_log_dir / (stream->is_stderr ? "stderr.log" : "stdout.log");
+        stream->log = std::fopen(path.c_str(), "wx");  // a new file: nothing is overwritten
         DISTGRAD_CHECK(stream->log != nullptr, "distgrad-run: cannot write ", path.string(), ": ",
                        std::strerror(errno));
       }

@@ -2,7 +2,8 @@
 //
 // Each worker runs in its own process group (so stopping it reaches whatever it started) with
 // the environment of launcher/worker_env.h; its stdout and stderr come back through pipes and
-// are printed line by line with a "[rank] " prefix (and written to log files with --log-dir).
+// are printed line by line with a "[rank] " prefix (and written to log files with --log-dir,
+// Note [Log files]).
 // When a worker fails (non-zero exit or a signal), the others get SIGTERM, then SIGKILL after
 // kStopGrace, and the group starts again while restarts are left (DISTGRAD_RESTART_COUNT
 // counts them); the first failure of the last attempt is the result. SIGINT and SIGTERM sent
@@ -17,6 +18,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +30,14 @@
 namespace distgrad::launcher {
 
 class JobStatus;
+
+// Note [Log files]
+// As torchrun's: with --log-dir D and --redirects or --tee, each run of the launcher writes into
+// a directory of its own, D/<run-id>_XXXXXX, made with mkdtemp (so never one that exists: the
+// run id is "none" unless given, and a second run must not overwrite the first's logs) and
+// printed once to the launcher's stderr. In it, each attempt (restart k) has attempt_<k>/, with
+// <local-rank>/stdout.log and stderr.log for each worker of this node: the streams --redirects
+// and --tee name, without the "[rank] " prefix. Each node's launcher makes its own directory.
 
 // How a worker ended.
 struct WorkerExit {
@@ -110,6 +120,7 @@ class WorkerGroup {
   JobStatus* job_;
   int console_streams_ = 3;  // bit 1: stdout, bit 2: stderr
   int logged_streams_ = 0;
+  std::filesystem::path run_log_dir_;  // Note [Log files]; made at the first attempt that logs
   std::vector<Worker> workers_;
   std::optional<WorkerExit> first_failure_;
 };

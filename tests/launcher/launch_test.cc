@@ -1,13 +1,19 @@
 // distgrad-run with real workers (tests/launcher/launch_worker.cc): the environment of 4 workers,
 // a rendezvous through the launcher's Store, restarts that resume from a checkpoint, a failure
-// with no restarts left, Ctrl-C (and what the workers started), a SIGKILLed launcher, and a bad
-// command line.
+// with no restarts left, log files of several runs and attempts, Ctrl-C (and what the workers
+// started), a SIGKILLed launcher, line-buffered workers, and a bad command line.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -27,7 +33,10 @@ namespace distgrad::launcher {
 namespace {
 
 using rpc::testing::ProcessResult;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
 constexpr char kRun[] = DISTGRAD_RUN;
@@ -43,6 +52,30 @@ ProcessResult launch(std::vector<std::string> args) {
 }
 
 using distgrad::testing::ScratchDir;
+
+// The text of the file at `path` ("" when there is none).
+std::string file_text(const std::string& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+// The names in directory `path`, sorted (none when there is no such directory).
+std::vector<std::string> entries(const std::string& path) {
+  std::vector<std::string> names;
+  std::error_code missing;
+  for (const auto& entry : std::filesystem::directory_iterator(path, missing)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The log directory the launcher said it writes to ("" when it said none).
+std::string logs_dir_of(const ProcessResult& result) {
+  constexpr std::string_view kSaid = "distgrad-run: writing the workers' logs to ";
+  const size_t start = result.output.find(kSaid);
+  if (start == std::string::npos) return "";
+  const size_t end = result.output.find('\n', start);
+  return result.output.substr(start + kSaid.size(), end - start - kSaid.size());
+}
 
 TEST(DistgradRun, FourWorkersGetTheLauncherEnvironment) {
   const ProcessResult result = launch({"--nproc-per-node", "4", "--run-id", "job7", kWorker, "env"});
@@ -100,10 +133,60 @@ TEST(DistgradRun, RedirectsSendAStreamToTheLogFilesOnly) {
   const ProcessResult result = launch(
       {"--nproc-per-node", "2", "--log-dir", dir.path(), "--run-id", "job7", "--redirects", "1", kWorker, "env"});
   ASSERT_EQ(result.exit_code, 0) << result;
-  EXPECT_THAT(result.output, ::testing::Not(HasSubstr("RANK=1 LOCAL_RANK=1"))) << result;
-  std::ifstream log(dir.path() + "/job7/attempt0/rank1.stdout");
-  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(logged, HasSubstr("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"));
+  EXPECT_THAT(result.output, Not(HasSubstr("RANK=1 LOCAL_RANK=1"))) << result;
+  // Note [Log files]: D/<run-id>_XXXXXX/attempt_<k>/<local rank>/stdout.log, the directory said once.
+  const std::vector<std::string> runs = dir.listing();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_THAT(runs[0], StartsWith("job7_"));
+  EXPECT_EQ(logs_dir_of(result), dir.path() + "/" + runs[0]) << result;
+  const std::string rank_dir = dir.path() + "/" + runs[0] + "/attempt_0/1";
+  EXPECT_THAT(file_text(rank_dir + "/stdout.log"), HasSubstr("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2"));
+  EXPECT_THAT(entries(rank_dir), ElementsAre("stdout.log"));  // stderr is not redirected
+}
+
+// The run id is "none" unless given, so runs share it: each writes into a new directory of its
+// own, and a second run leaves the first one's logs as they were.
+TEST(DistgradRun, TwoRunsWithTheSameRunIdKeepTheirOwnLogs) {
+  ScratchDir dir;
+  const ProcessResult first =
+      launch({"--nproc-per-node", "2", "--log-dir", dir.path(), "--tee", "3", kWorker, "echo", "first run"});
+  ASSERT_EQ(first.exit_code, 0) << first;
+  const ProcessResult second =
+      launch({"--nproc-per-node", "2", "--log-dir", dir.path(), "--tee", "3", kWorker, "echo", "second run"});
+  ASSERT_EQ(second.exit_code, 0) << second;
+  const std::vector<std::string> runs = dir.listing();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_THAT(runs, ::testing::Each(StartsWith("none_")));
+  const std::string first_dir = logs_dir_of(first), second_dir = logs_dir_of(second);
+  EXPECT_THAT((std::vector<std::string>{first_dir, second_dir}),
+              ::testing::UnorderedElementsAre(dir.path() + "/" + runs[0], dir.path() + "/" + runs[1]))
+      << first << second;
+  for (const auto& [run_dir, text] : {std::pair{first_dir, "first run"}, std::pair{second_dir, "second run"}}) {
+    EXPECT_THAT(entries(run_dir), ElementsAre("attempt_0"));
+    for (const std::string rank : {"0", "1"}) {
+      const std::string rank_dir = run_dir + "/attempt_0/" + rank;
+      EXPECT_EQ(file_text(rank_dir + "/stdout.log"), std::string(text) + " from rank " + rank + "\n") << rank_dir;
+      EXPECT_EQ(file_text(rank_dir + "/stderr.log"), std::string(text) + " on stderr from rank " + rank + "\n")
+          << rank_dir;
+    }
+  }
+  EXPECT_THAT(second.output, HasSubstr("[1] second run on stderr from rank 1")) << second;  // --tee: also shown
+}
+
+TEST(DistgradRun, ARestartWritesItsLogsBesideThoseOfTheFailedAttempt) {
+  ScratchDir checkpoints, logs;
+  const ProcessResult result = launch({"--nproc-per-node", "2", "--max-restarts", "2", "--log-dir", logs.path(),
+                                       "--run-id", "job7", "--tee", "3", kWorker, "checkpoint", checkpoints.path()});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  const std::string run_dir = logs_dir_of(result);
+  ASSERT_THAT(run_dir, StartsWith(logs.path() + "/job7_")) << result;
+  EXPECT_THAT(entries(run_dir), ElementsAre("attempt_0", "attempt_1"));
+  EXPECT_EQ(file_text(run_dir + "/attempt_0/0/stdout.log"), "starting at step 0 (restart 0)\n");
+  EXPECT_EQ(file_text(run_dir + "/attempt_0/0/stderr.log"), "crashing at step 5 on purpose\n");
+  EXPECT_EQ(file_text(run_dir + "/attempt_1/0/stdout.log"), "starting at step 5 (restart 1)\nfinished 10 steps\n");
+  EXPECT_EQ(file_text(run_dir + "/attempt_1/0/stderr.log"), "");
+  EXPECT_THAT(entries(run_dir + "/attempt_1/1"), ElementsAre("stderr.log", "stdout.log"));
+  EXPECT_EQ(logs.listing().size(), 1u);  // the directory is said, and made, once
 }
 
 TEST(DistgradRun, ACarriageReturnEndsALineAndIsKept) {
@@ -148,16 +231,30 @@ TEST(DistgradRun, BadCommandLineIsAUsageError) {
   EXPECT_THAT(help.output, HasSubstr("--max-restarts M")) << help;
 }
 
-// Starts `distgrad-run --standalone --nproc-per-node 2 launch_worker MODE DIR` in a process group
-// of its own; returns its pid.
-pid_t start_launcher(const std::string& mode, const ScratchDir& dir) {
+// Starts `distgrad-run --standalone args...` in a process group of its own, its stdout and stderr
+// into `output` (a pipe's write end) when given; returns its pid.
+pid_t start_launcher(const std::vector<std::string>& args, int output = -1) {
+  std::vector<std::string> words = {kRun, "--standalone"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
   const pid_t launcher = fork();
   if (launcher == 0) {
     setpgid(0, 0);
-    execl(kRun, kRun, "--standalone", "--nproc-per-node", "2", kWorker, mode.c_str(), dir.path().c_str(), nullptr);
+    if (output >= 0) {
+      dup2(output, STDOUT_FILENO);
+      dup2(output, STDERR_FILENO);
+    }
+    execv(kRun, argv.data());
     _exit(127);
   }
   return launcher;
+}
+
+// Starts `distgrad-run --standalone --nproc-per-node 2 launch_worker MODE DIR`.
+pid_t start_launcher(const std::string& mode, const ScratchDir& dir) {
+  return start_launcher({"--nproc-per-node", "2", kWorker, mode, dir.path()});
 }
 
 // The pids the two ranks wrote to DIR/<prefix><rank>, once both did (empty after 15 s).
@@ -249,6 +346,63 @@ TEST(DistgradRun, AKilledLauncherTakesItsWorkersWithIt) {
   int status = 0;
   waitpid(launcher, &status, 0);
   expect_gone(workers, "a worker of the SIGKILLed launcher:");
+}
+
+// Reads `fd` into `output` until it holds `wanted`, the pipe is closed or `timeout` passed;
+// whether it holds `wanted`.
+bool read_until(int fd, std::string& output, const std::string& wanted, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (output.find(wanted) == std::string::npos) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= 0ms) return false;
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buffer[4096];
+    const ssize_t count = ::read(fd, buffer, sizeof(buffer));
+    if (count == 0 || (count < 0 && errno != EINTR)) return false;
+    if (count > 0) output.append(buffer, static_cast<size_t>(count));
+  }
+  return true;
+}
+
+// Runs `launch_worker unflushed` (a stdout line left to C stdio's buffering, then a stderr line,
+// then a minute's sleep) under `distgrad-run --standalone flags...`; returns what the launcher
+// printed up to the worker's stderr line (within 30 s) and for one second more, while the worker
+// sleeps, then stops the launcher.
+std::string output_while_the_worker_sleeps(std::vector<std::string> flags) {
+  int output[2];
+  if (pipe2(output, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+    return "";
+  }
+  flags.insert(flags.end(), {kWorker, "unflushed"});
+  const pid_t launcher = start_launcher(flags, output[1]);
+  close(output[1]);
+  std::string text;
+  EXPECT_TRUE(read_until(output[0], text, "[0] then sleeping\n", 30s)) << "no stderr line within 30 s:\n" << text;
+  read_until(output[0], text, "[0] a line without fflush\n", 1s);
+  interrupt(launcher);
+  close(output[0]);
+  return text;
+}
+
+// Note [Line-buffered workers]: a line printed with printf reaches the console when printed,
+// not when the program exits (or never, as here, where it is stopped while it sleeps).
+TEST(DistgradRun, AWorkersStdoutIsLineBufferedThroughThePipe) {
+  const std::string output = output_while_the_worker_sleeps({});
+  if (output.find("libstdbuf.so was not found") != std::string::npos) GTEST_SKIP() << output;
+  // Written before the stderr line, so read and printed no later than it.
+  const size_t line = output.find("[0] a line without fflush\n");
+  ASSERT_NE(line, std::string::npos) << output;
+  EXPECT_LT(line, output.find("[0] then sleeping\n")) << output;
+}
+
+TEST(DistgradRun, NoLineBufferedLeavesTheWorkersStdoutBlockBuffered) {
+  const std::string output = output_while_the_worker_sleeps({"--no-line-buffered"});
+  EXPECT_THAT(output, HasSubstr("[0] then sleeping\n")) << output;
+  EXPECT_THAT(output, Not(HasSubstr("a line without fflush"))) << output;
+  EXPECT_THAT(output, Not(HasSubstr("libstdbuf"))) << output;  // no warning either
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 //   late        rank 1 starts its rendezvous 30 s late; the others wait for it 3 s at most
 //   rpc_fail_first  as rpc, but rank 3 fails at once on the first attempt
 //   progress    prints a line redrawn with '\r' (as a progress bar), then a last one
+//   echo        prints "DIR from rank R" to stdout and "DIR on stderr from rank R" to stderr
+//               (DIR is any text here)
+//   unflushed   prints a line to stdout (no fflush, no setvbuf), then one to stderr, then sleeps
 #include <unistd.h>
 
 #include <chrono>
@@ -87,6 +90,17 @@ int main(int argc, char** argv) {
     std::printf("step 1\rstep 2\rdone\n");
     return 0;
   }
+  if (mode == "echo") {
+    std::printf("%s from rank %s\n", dir.c_str(), env("RANK").c_str());
+    std::fprintf(stderr, "%s on stderr from rank %s\n", dir.c_str(), env("RANK").c_str());
+    return 0;
+  }
+  if (mode == "unflushed") {
+    std::printf("a line without fflush\n");
+    std::fprintf(stderr, "then sleeping\n");
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
   if (mode == "late") {
     if (env("RANK") == "1") std::this_thread::sleep_for(std::chrono::seconds(30));
     distgrad::rpc::RpcOptions options;
@@ -121,7 +135,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "launch_worker: unknown mode '%s' (env, rpc, rpc_fail_first, checkpoint, fail, sleep, stubborn_child, "
-               "late, progress)\n",
+               "late, progress, echo, unflushed)\n",
                mode.c_str());
   return 2;
 }

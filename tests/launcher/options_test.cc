@@ -41,6 +41,8 @@ TEST(LaunchOptions, TorchrunDefaults) {
   EXPECT_DOUBLE_EQ(options.monitor_interval_s, 0.1);
   EXPECT_FALSE(options.log_dir.has_value());
   EXPECT_EQ(options.role, "default");
+  EXPECT_EQ(options.run_id, "none");
+  EXPECT_TRUE(options.line_buffered);
   EXPECT_THAT(options.program, ElementsAre("train"));
 }
 
@@ -97,6 +99,15 @@ TEST(LaunchOptions, PetVariablesFillFlagsNotGiven) {
   EXPECT_TRUE(options.standalone);
   EXPECT_EQ(options.max_restarts, 2);
   EXPECT_FALSE(parse({"prog"}, {{"PET_STANDALONE", "0"}}).standalone);
+  EXPECT_FALSE(parse({"prog"}, {{"PET_NO_LINE_BUFFERED", "1"}}).line_buffered);
+}
+
+TEST(LaunchOptions, NoLineBufferedTakesNoValue) {
+  EXPECT_FALSE(parse({"--no-line-buffered", "prog"}).line_buffered);
+  EXPECT_FALSE(parse({"--no_line_buffered", "prog"}).line_buffered);
+  EXPECT_ERROR_CONTAINS(parse({"--no-line-buffered=0", "prog"}), "--no-line-buffered=0 takes no value");
+  EXPECT_THAT(launch_usage(), ::testing::HasSubstr("--no-line-buffered"));
+  EXPECT_THAT(launch_usage(), ::testing::HasSubstr("attempt_<k>/<local-rank>/stdout.log"));
 }
 
 TEST(LaunchOptions, HelpNeedsNoProgram) {
@@ -140,7 +151,8 @@ TEST(WorkersPerNode, CountsCpusOrGpus) {
 TEST(WorkerEnvironment, RanksOfTheSecondNodeOfTwo) {
   const LaunchOptions options =
       parse({"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--run-id", "job7", "prog"});
-  const GroupInfo group{.nproc_per_node = 3, .master_port = 29555, .restart_count = 2, .token = "secret"};
+  const GroupInfo group{
+      .nproc_per_node = 3, .master_port = 29555, .restart_count = 2, .token = "secret", .line_buffer_library = ""};
   std::map<std::string, std::string> env =
       worker_environment(options, group, 1, {{"PATH", "/usr/bin"}, {"RANK", "stale"}});
   EXPECT_EQ(env["RANK"], "4");
@@ -177,6 +189,45 @@ TEST(WorkerEnvironment, KeepsTheUsersOmpThreadsAndChecksTheLocalRank) {
   EXPECT_EQ(worker_environment(options, group, 0, {{"OMP_NUM_THREADS", "4"}})["OMP_NUM_THREADS"], "4");
   EXPECT_ERROR_CONTAINS(worker_environment(options, group, 2, {}),
                         "local rank 2 is outside the 2 workers of this node");
+}
+
+// Note [Line-buffered workers].
+TEST(WorkerEnvironment, AsksForLineBufferedStdoutAfterTheUsersPreloads) {
+  const LaunchOptions options = parse({"prog"});
+  GroupInfo group;
+  group.line_buffer_library = "/usr/libexec/coreutils/libstdbuf.so";
+  std::map<std::string, std::string> env = worker_environment(options, group, 0, {{"LD_PRELOAD", "/opt/mine.so"}});
+  EXPECT_EQ(env["LD_PRELOAD"], "/opt/mine.so:/usr/libexec/coreutils/libstdbuf.so");
+  EXPECT_EQ(env["_STDBUF_O"], "L");
+  EXPECT_FALSE(env.contains("_STDBUF_E"));  // C's stderr is unbuffered already
+  EXPECT_EQ(env["PYTHONUNBUFFERED"], "1");
+  EXPECT_EQ(worker_environment(options, group, 0, {})["LD_PRELOAD"], "/usr/libexec/coreutils/libstdbuf.so");
+  // Already preloaded (distgrad-run itself under stdbuf): not twice; the user's settings win.
+  env = worker_environment(options, group, 0,
+                           {{"LD_PRELOAD", "/usr/libexec/coreutils/libstdbuf.so /opt/mine.so"},
+                            {"_STDBUF_O", "0"},
+                            {"PYTHONUNBUFFERED", ""}});
+  EXPECT_EQ(env["LD_PRELOAD"], "/usr/libexec/coreutils/libstdbuf.so /opt/mine.so");
+  EXPECT_EQ(env["_STDBUF_O"], "0");
+  EXPECT_EQ(env["PYTHONUNBUFFERED"], "");
+}
+
+TEST(WorkerEnvironment, WithoutLibstdbufOnlyPythonIsAsked) {
+  GroupInfo group;
+  const std::map<std::string, std::string> env = worker_environment(parse({"prog"}), group, 0, {});
+  EXPECT_FALSE(env.contains("LD_PRELOAD"));
+  EXPECT_FALSE(env.contains("_STDBUF_O"));
+  EXPECT_EQ(env.at("PYTHONUNBUFFERED"), "1");
+}
+
+TEST(WorkerEnvironment, NoLineBufferedLeavesTheEnvironmentAlone) {
+  GroupInfo group;
+  group.line_buffer_library = "/usr/libexec/coreutils/libstdbuf.so";
+  const std::map<std::string, std::string> env =
+      worker_environment(parse({"--no-line-buffered", "prog"}), group, 0, {{"LD_PRELOAD", "/opt/mine.so"}});
+  EXPECT_EQ(env.at("LD_PRELOAD"), "/opt/mine.so");
+  EXPECT_FALSE(env.contains("_STDBUF_O"));
+  EXPECT_FALSE(env.contains("PYTHONUNBUFFERED"));
 }
 
 }  // namespace
