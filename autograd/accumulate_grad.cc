@@ -47,14 +47,14 @@ void accumulate_grad(const Tensor& variable, Tensor grad) {
       } else if (reusable_in_place(grad)) {
         meta.grad = std::move(grad);
       } else {
-        meta.grad = ops::clone(grad);
+        meta.grad = untracked::clone(grad);
       }
     } else if (GradMode::is_enabled()) {
       meta.grad = add(meta.grad, grad);
     } else if (requires_grad(meta.grad)) {
-      meta.grad = ops::add(meta.grad, grad);  // keep the recorded old grad() intact
+      meta.grad = untracked::add(meta.grad, grad);  // keep the recorded old grad() intact
     } else {
-      ops::add_(meta.grad, grad);
+      untracked::add_(meta.grad, grad);
     }
   }
   for (const AutogradMeta::PostAccumulateHook& entry : meta.post_accumulate_hooks) entry.hook(variable);

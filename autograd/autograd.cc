@@ -57,37 +57,36 @@ std::vector<Edge> input_edges(const char* op, const TensorList& inputs) {
 
 }  // namespace
 
-void backward(const TensorList& outputs, const TensorList& grad_outputs, std::optional<bool> retain_graph,
-              bool create_graph, const TensorList& inputs) {
-  Roots roots = make_roots("backward", outputs, grad_outputs);
-  ExecuteOptions options;
-  options.keep_graph = retain_graph.value_or(create_graph);
-  options.create_graph = create_graph;
+void backward(const TensorList& outputs, const BackwardOptions& options) {
+  Roots roots = make_roots("backward", outputs, options.grad_outputs);
+  ExecuteOptions execute;
+  execute.keep_graph = options.retain_graph.value_or(options.create_graph);
+  execute.create_graph = options.create_graph;
+  const TensorList& inputs = options.inputs;
   if (inputs.empty()) {
-    Engine::execute(roots.edges, std::move(roots.grads), options);
+    Engine::execute(roots.edges, std::move(roots.grads), execute);
     return;
   }
   const TensorList captured =
-      Engine::execute(roots.edges, std::move(roots.grads), options, input_edges("backward", inputs));
+      Engine::execute(roots.edges, std::move(roots.grads), execute, input_edges("backward", inputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const bool leaf = meta_of(inputs[i])->grad_fn == nullptr;
-    GradModeGuard grad_mode(create_graph);
+    GradModeGuard grad_mode(options.create_graph);
     accumulate_grad(inputs[i], leaf ? run_leaf_hooks(inputs[i], captured[i]) : captured[i]);
   }
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
-                std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
-  Roots roots = make_roots("grad", outputs, grad_outputs);
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const GradOptions& options) {
+  Roots roots = make_roots("grad", outputs, options.grad_outputs);
   DISTGRAD_CHECK(!inputs.empty(), "grad: expected at least one input to differentiate with respect to");
   const std::vector<Edge> edges = input_edges("grad", inputs);
-  ExecuteOptions options;
-  options.keep_graph = retain_graph.value_or(create_graph);
-  options.create_graph = create_graph;
-  TensorList captured = Engine::execute(roots.edges, std::move(roots.grads), options, edges);
+  ExecuteOptions execute;
+  execute.keep_graph = options.retain_graph.value_or(options.create_graph);
+  execute.create_graph = options.create_graph;
+  TensorList captured = Engine::execute(roots.edges, std::move(roots.grads), execute, edges);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (meta_of(inputs[i])->grad_fn == nullptr) captured[i] = run_leaf_hooks(inputs[i], captured[i]);
-    DISTGRAD_CHECK(captured[i].defined() || allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
+    DISTGRAD_CHECK(captured[i].defined() || options.allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
                    ") was not used to compute the outputs; pass allow_unused=true if that is expected");
   }
   return captured;

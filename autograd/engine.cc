@@ -175,9 +175,9 @@ class GraphTask {
     if (!slot.defined()) {
       slot = std::move(grad);
     } else if (!options_.create_graph && reusable_in_place(slot)) {
-      ops::add_(slot, grad);  // as PyTorch's InputBuffer: no new tensor, one pass fewer over memory
+      untracked::add_(slot, grad);  // as PyTorch's InputBuffer: no new tensor, one pass fewer over memory
     } else if (!options_.create_graph && reusable_in_place(grad)) {
-      ops::add_(grad, slot);  // the same sum, into the newcomer
+      untracked::add_(grad, slot);  // the same sum, into the newcomer
       slot = std::move(grad);
     } else {
       GradModeGuard grad_mode(options_.create_graph);

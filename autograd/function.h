@@ -7,7 +7,7 @@
 // backward pass run with create_graph records a graph of its own (Note [Higher order]).
 //
 //   Tensor exp(const Tensor& t) {
-//     Tensor result = ops::exp(t);
+//     Tensor result = untracked::exp(t);
 //     if (auto node = record("ExpBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
 //           return TensorList{mul(ctx.grads[0], ctx.saved[0])};
 //         })) {

@@ -7,7 +7,7 @@
 //
 //   {
 //     distgrad::autograd::NoGradGuard no_grad;   // nothing in this scope is recorded
-//     distgrad::ops::add_(weight, update);
+//     distgrad::untracked::add_(weight, update);
 //   }
 #pragma once
 

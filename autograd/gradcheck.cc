@@ -31,9 +31,11 @@ void check_inputs(const char* op, const TensorList& inputs) {
 std::vector<Tensor> evaluate(const DifferentiableFunction& fn, const TensorList& inputs) {
   std::vector<Tensor> outputs;
   for (const Tensor& output : fn(inputs)) {
-    outputs.push_back(output.defined()
-                          ? ops::to(ops::to(ops::clone(ops::reshape(output.detach(), {-1})), Device::cpu()), kFloat64)
-                          : Tensor());
+    outputs.push_back(
+        output.defined()
+            ? untracked::to(untracked::to(untracked::clone(untracked::reshape(output.detach(), {-1})), Device::cpu()),
+                            kFloat64)
+            : Tensor());
   }
   return outputs;
 }
@@ -45,7 +47,7 @@ Tensor element(const Tensor& t, int64_t index) {
     offset += index % t.size(d) * t.stride(d);
     index /= t.size(d);
   }
-  return ops::as_strided(t, {}, {}, offset);
+  return untracked::as_strided(t, {}, {}, offset);
 }
 
 bool close(double analytical, double numerical, const GradcheckOptions& options) {
@@ -67,11 +69,11 @@ bool gradcheck(const DifferentiableFunction& fn, const TensorList& inputs, const
     for (int64_t j = 0; j < input.numel(); ++j) {
       const Tensor x = element(input, j);
       const double original = x.item<double>();
-      ops::fill_(x, original + options.eps);
+      untracked::fill_(x, original + options.eps);
       const std::vector<Tensor> plus = evaluate(fn, inputs);
-      ops::fill_(x, original - options.eps);
+      untracked::fill_(x, original - options.eps);
       const std::vector<Tensor> minus = evaluate(fn, inputs);
-      ops::fill_(x, original);
+      untracked::fill_(x, original);
       for (size_t o = 0; o < num_outputs; ++o) {
         if (!plus[o].defined()) continue;
         const std::vector<double> up = plus[o].to_vector<double>(), down = minus[o].to_vector<double>();
@@ -88,9 +90,10 @@ bool gradcheck(const DifferentiableFunction& fn, const TensorList& inputs, const
         std::vector<double> row(input.numel(), 0.0);
         if (output.requires_grad()) {
           Tensor seed = zeros({output.numel()}, {.dtype = output.dtype(), .device = output.device()});
-          ops::fill_(element(seed, k), 1);
-          const TensorList grads = grad({output}, {input}, {ops::reshape(seed, output.sizes())},
-                                        /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+          untracked::fill_(element(seed, k), 1);
+          const TensorList grads = grad(
+              {output}, {input},
+              {.grad_outputs = {untracked::reshape(seed, output.sizes())}, .retain_graph = true, .allow_unused = true});
           if (grads[0].defined()) row = grads[0].to_vector<double>();
         }
         for (int64_t j = 0; j < input.numel(); ++j) {
@@ -133,8 +136,9 @@ bool gradgradcheck(const DifferentiableFunction& fn, const TensorList& inputs, c
     for (const Tensor& input : forward_inputs) {
       if (input.defined() && input.requires_grad()) wrt.push_back(input);
     }
-    TensorList grads = grad(used_outputs, wrt, used_grads, /*retain_graph=*/true, /*create_graph=*/true,
-                            /*allow_unused=*/true);
+    TensorList grads =
+        grad(used_outputs, wrt,
+             {.grad_outputs = used_grads, .retain_graph = true, .create_graph = true, .allow_unused = true});
     for (size_t j = 0; j < grads.size(); ++j) {
       if (!grads[j].defined()) grads[j] = zeros_like(wrt[j]);
     }

@@ -1,6 +1,6 @@
 // The differentiable ops: the user-facing tensor API.
 //
-// Each function runs the core kernel of the same name (core/ops.h, namespace distgrad::ops)
+// Each function runs the core kernel of the same name (core/ops.h, namespace distgrad::untracked)
 // and, when grad mode is on and an input requires grad, records its backward formula
 // (autograd/function.h). Formulas are built from these same functions, so gradients can be
 // differentiated again (Note [Higher order]). Semantics, shapes and errors are core's: see the
@@ -170,9 +170,9 @@ Tensor std(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool
 // The gradient of the whole-tensor max/min is split equally among the elements equal to it;
 // along a dim it goes to the position in `indices`.
 Tensor max(const Tensor& t);
-ops::ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim = false);
+ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& t);
-ops::ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& t);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& t);
@@ -199,34 +199,33 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta =
 Tensor outer(const Tensor& a, const Tensor& b);
 
 // --- batch normalisation with the batch's statistics (training mode), differentiable to any order
-// in input, weight and bias: the fused ops::batch_norm where the device has it, else composed of
+// in input, weight and bias: the fused untracked::batch_norm where the device has it, else composed of
 // differentiable ops. mean, var and invstd ([C]) are returned without history.
-ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps);
-// batch_norm's gradients (ops::batch_norm_backward), differentiable in grad_output, input and
+BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps);
+// batch_norm's gradients (untracked::batch_norm_backward), differentiable in grad_output, input and
 // weight: batch_norm's own backward. mean and invstd are those batch_norm returned for input.
-ops::BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                        const Tensor& mean, const Tensor& invstd, double eps,
-                                        const ops::BatchNormGradsNeeded& needed);
+BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& invstd, double eps,
+                                   const BatchNormGradsNeeded& needed);
 
 // --- convolution and pooling (NCHW or unbatched CHW)
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
-              const ops::Conv2dOptions& options = {});
-// conv2d's input and weight gradients (ops::conv2d_input_grad / conv2d_weight_grad),
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+// conv2d's input and weight gradients (untracked::conv2d_input_grad / conv2d_weight_grad),
 // differentiable in both of their tensors.
 Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
-                         const ops::Conv2dOptions& options = {});
+                         const Conv2dOptions& options = {});
 Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
-                          const ops::Conv2dOptions& options = {});
-// conv2d's input, weight and bias gradients, those `needed`, at once (ops::conv2d_backward: the
+                          const Conv2dOptions& options = {});
+// conv2d's input, weight and bias gradients, those `needed`, at once (untracked::conv2d_backward: the
 // work they share done once), differentiable in its three tensors: conv2d's own backward.
-ops::Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                 const ops::Conv2dGradsNeeded& needed, const ops::Conv2dOptions& options = {});
-ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options);
+Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            const Conv2dGradsNeeded& needed, const Conv2dOptions& options = {});
+ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options);
 // max_pool2d's backward (differentiable in grad_output, for double backward).
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
-                           const ops::Pool2dOptions& options);
-Tensor avg_pool2d(const Tensor& input, const ops::Pool2dOptions& options);
-Tensor im2col(const Tensor& input, const ops::Im2colOptions& options);
-Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const ops::Im2colOptions& options);
+                           const Pool2dOptions& options);
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
+Tensor im2col(const Tensor& input, const Im2colOptions& options);
+Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const Im2colOptions& options);
 
 }  // namespace distgrad

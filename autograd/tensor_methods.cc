@@ -63,7 +63,7 @@ void Tensor::retain_grad() const {
   std::weak_ptr<AutogradMeta> weak_meta = std::static_pointer_cast<AutogradMeta>(meta.shared_from_this());
   meta.grad_fn->add_gradient_hook(meta.output_nr, [weak_meta](const Tensor& grad) {
     if (auto retained = weak_meta.lock()) {
-      retained->grad = retained->grad.defined() ? ops::add(retained->grad, grad) : ops::clone(grad);
+      retained->grad = retained->grad.defined() ? untracked::add(retained->grad, grad) : untracked::clone(grad);
     }
     return Tensor();
   });
@@ -71,7 +71,9 @@ void Tensor::retain_grad() const {
 
 void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph,
                       const std::vector<Tensor>& inputs) const {
-  autograd::backward({*this}, {gradient}, retain_graph, create_graph, inputs);
+  autograd::backward(
+      {*this},
+      {.grad_outputs = {gradient}, .retain_graph = retain_graph, .create_graph = create_graph, .inputs = inputs});
 }
 
 int64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {

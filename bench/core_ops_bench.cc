@@ -1,5 +1,5 @@
 // Core op costs: dispatch overhead on tiny tensors, elementwise bandwidth on 16M floats
-// against memcpy, sgemm through ops::matmul against calling OpenBLAS directly, and the conv
+// against memcpy, sgemm through untracked::matmul against calling OpenBLAS directly, and the conv
 // net's window kernels (max-pool forward and its backward scatter, im2col, col2im) on the first
 // layer of the Fashion-MNIST CNN (batch 64, 32 channels, 28 x 28). With a
 // CUDA device visible, the same workloads on cuda:0 (names starting with "Cuda"), each
@@ -16,7 +16,7 @@
 #include "core/ops.h"
 
 namespace dg = distgrad;
-namespace ops = distgrad::ops;
+namespace untracked = distgrad::untracked;
 
 namespace {
 
@@ -24,13 +24,13 @@ constexpr int64_t kLarge = 16 << 20;  // 16M floats = 64 MiB per tensor
 
 void BM_AddOneElement(benchmark::State& state) {
   const dg::Tensor a = dg::ones({1}), b = dg::ones({1});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::add(a, b));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::add(a, b));
 }
 BENCHMARK(BM_AddOneElement);
 
 void BM_AddOneElementInPlace(benchmark::State& state) {
   const dg::Tensor a = dg::ones({1}), b = dg::ones({1});
-  for (auto _ : state) ops::add_(a, b);
+  for (auto _ : state) untracked::add_(a, b);
 }
 BENCHMARK(BM_AddOneElementInPlace);
 
@@ -48,14 +48,14 @@ BENCHMARK(BM_Memcpy64MiB)->UseRealTime()->Unit(benchmark::kMillisecond);
 // Out of place: includes allocating (and first-touching) the 64 MiB result.
 void BM_Add16M(benchmark::State& state) {
   const dg::Tensor a = dg::rand({kLarge}), b = dg::rand({kLarge});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::add(a, b));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::add(a, b));
   state.SetBytesProcessed(state.iterations() * 3 * kLarge * sizeof(float));
 }
 BENCHMARK(BM_Add16M)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_AddInPlace16M(benchmark::State& state) {
   const dg::Tensor a = dg::rand({kLarge}), b = dg::rand({kLarge});
-  for (auto _ : state) ops::add_(a, b);
+  for (auto _ : state) untracked::add_(a, b);
   state.SetBytesProcessed(state.iterations() * 3 * kLarge * sizeof(float));
 }
 BENCHMARK(BM_AddInPlace16M)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -69,7 +69,7 @@ void set_gflops(benchmark::State& state, int64_t n, int products_per_iteration =
 void BM_Matmul(benchmark::State& state) {
   const int64_t n = state.range(0);
   const dg::Tensor a = dg::randn({n, n}), b = dg::randn({n, n});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::matmul(a, b));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::matmul(a, b));
   set_gflops(state, n);
 }
 BENCHMARK(BM_Matmul)->Arg(512)->Arg(1024)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -92,7 +92,7 @@ const dg::Shape kActivation{64, 32, 28, 28};
 
 void BM_MaxPool2d(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);
-  for (auto _ : state) benchmark::DoNotOptimize(ops::max_pool2d(x, {.kernel_size = {2, 2}}));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::max_pool2d(x, {.kernel_size = {2, 2}}));
   state.SetBytesProcessed(state.iterations() * x.numel() * sizeof(float));
 }
 BENCHMARK(BM_MaxPool2d)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -100,14 +100,14 @@ BENCHMARK(BM_MaxPool2d)->UseRealTime()->Unit(benchmark::kMillisecond);
 // ReLU and its backward on the same activation: the conv blocks' memory-bound elementwise passes.
 void BM_Relu(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);
-  for (auto _ : state) benchmark::DoNotOptimize(ops::relu(x));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::relu(x));
   state.SetBytesProcessed(state.iterations() * 2 * x.numel() * sizeof(float));
 }
 BENCHMARK(BM_Relu)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_ReluBackward(benchmark::State& state) {
-  const dg::Tensor y = ops::relu(dg::randn(kActivation)), grad = dg::randn(kActivation);
-  for (auto _ : state) benchmark::DoNotOptimize(ops::relu_backward(grad, y));
+  const dg::Tensor y = untracked::relu(dg::randn(kActivation)), grad = dg::randn(kActivation);
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::relu_backward(grad, y));
   state.SetBytesProcessed(state.iterations() * 3 * y.numel() * sizeof(float));
 }
 BENCHMARK(BM_ReluBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -115,8 +115,8 @@ BENCHMARK(BM_ReluBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
 // What autograd does when the engine alone holds the incoming gradient (Note [Reused gradients]):
 // the mask written into it. Repeating it changes nothing (the mask is idempotent).
 void BM_ReluBackwardInPlace(benchmark::State& state) {
-  const dg::Tensor y = ops::relu(dg::randn(kActivation)), grad = dg::randn(kActivation);
-  for (auto _ : state) ops::relu_backward_(grad, y);
+  const dg::Tensor y = untracked::relu(dg::randn(kActivation)), grad = dg::randn(kActivation);
+  for (auto _ : state) untracked::relu_backward_(grad, y);
   state.SetBytesProcessed(state.iterations() * 3 * y.numel() * sizeof(float));
 }
 BENCHMARK(BM_ReluBackwardInPlace)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -128,14 +128,14 @@ const dg::Shape kBatchNormInput{100, 64, 14, 14};
 
 void BM_MulThenSum(benchmark::State& state) {
   const dg::Tensor a = dg::randn(kBatchNormInput), b = dg::randn(kBatchNormInput);
-  for (auto _ : state) benchmark::DoNotOptimize(ops::sum(ops::mul(a, b), {0, 2, 3}, true));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::sum(untracked::mul(a, b), {0, 2, 3}, true));
   state.SetBytesProcessed(state.iterations() * 2 * a.numel() * sizeof(float));
 }
 BENCHMARK(BM_MulThenSum)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_SumOfProduct(benchmark::State& state) {
   const dg::Tensor a = dg::randn(kBatchNormInput), b = dg::randn(kBatchNormInput);
-  for (auto _ : state) benchmark::DoNotOptimize(ops::sum_of_product(a, b, {0, 2, 3}, true));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::sum_of_product(a, b, {0, 2, 3}, true));
   state.SetBytesProcessed(state.iterations() * 2 * a.numel() * sizeof(float));
 }
 BENCHMARK(BM_SumOfProduct)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -144,7 +144,7 @@ BENCHMARK(BM_SumOfProduct)->UseRealTime()->Unit(benchmark::kMillisecond);
 // the backward of that (second-order MAML's outer backward runs both).
 void BM_BatchNorm(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), b = dg::randn({64});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::batch_norm(x, w, b, 1e-5));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::batch_norm(x, w, b, 1e-5));
   state.SetBytesProcessed(state.iterations() * 2 * x.numel() * sizeof(float));
 }
 BENCHMARK(BM_BatchNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -153,12 +153,12 @@ BENCHMARK(BM_BatchNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
 // backward (Note [Reused gradients]) would otherwise feed on its own results.
 void batch_norm_backward_bench(benchmark::State& state, bool in_place) {
   const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), g = dg::randn(kBatchNormInput);
-  const ops::BatchNormOutputs forward = ops::batch_norm(x, w, {}, 1e-5);
+  const dg::BatchNormOutputs forward = untracked::batch_norm(x, w, {}, 1e-5);
   const dg::Tensor fresh = dg::empty_like(g);
   for (auto _ : state) {
-    ops::copy_(fresh, g);
-    benchmark::DoNotOptimize(in_place ? ops::batch_norm_backward_(fresh, x, w, forward.mean, forward.invstd)
-                                      : ops::batch_norm_backward(fresh, x, w, forward.mean, forward.invstd));
+    untracked::copy_(fresh, g);
+    benchmark::DoNotOptimize(in_place ? untracked::batch_norm_backward_(fresh, x, w, forward.mean, forward.invstd)
+                                      : untracked::batch_norm_backward(fresh, x, w, forward.mean, forward.invstd));
   }
   state.SetBytesProcessed(state.iterations() * 4 * x.numel() * sizeof(float));
 }
@@ -170,9 +170,10 @@ BENCHMARK(BM_BatchNormBackwardInPlace)->UseRealTime()->Unit(benchmark::kMillisec
 void BM_BatchNormDoubleBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kBatchNormInput), w = dg::randn({64}), g = dg::randn(kBatchNormInput);
   const dg::Tensor gg = dg::randn(kBatchNormInput), gg_weight = dg::randn({64});
-  const ops::BatchNormOutputs forward = ops::batch_norm(x, w, {}, 1e-5);
+  const dg::BatchNormOutputs forward = untracked::batch_norm(x, w, {}, 1e-5);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(ops::batch_norm_double_backward(gg, gg_weight, {}, g, x, w, forward.mean, forward.invstd));
+    benchmark::DoNotOptimize(
+        untracked::batch_norm_double_backward(gg, gg_weight, {}, g, x, w, forward.mean, forward.invstd));
   }
   state.SetBytesProcessed(state.iterations() * 5 * x.numel() * sizeof(float));
 }
@@ -181,10 +182,11 @@ BENCHMARK(BM_BatchNormDoubleBackward)->UseRealTime()->Unit(benchmark::kMilliseco
 // Max-pool's backward: the output's gradient added at the argmax positions of a zero image.
 void BM_MaxPool2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kActivation);
-  const ops::Pool2dOptions options{.kernel_size = {2, 2}};
-  const ops::ValuesIndices pooled = ops::max_pool2d(x, options);
+  const dg::Pool2dOptions options{.kernel_size = {2, 2}};
+  const dg::ValuesIndices pooled = untracked::max_pool2d(x, options);
   const dg::Tensor grad = dg::randn(pooled.values.sizes());
-  for (auto _ : state) benchmark::DoNotOptimize(ops::max_pool2d_backward(grad, pooled.indices, kActivation, options));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(untracked::max_pool2d_backward(grad, pooled.indices, kActivation, options));
   state.SetBytesProcessed(state.iterations() * x.numel() * sizeof(float));
 }
 BENCHMARK(BM_MaxPool2dBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -192,7 +194,7 @@ BENCHMARK(BM_MaxPool2dBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
 // The second conv's columns (3 x 3, padding 1) of the pooled [64, 32, 14, 14] activation, and back.
 void BM_Im2col(benchmark::State& state) {
   const dg::Tensor x = dg::randn({64, 32, 14, 14});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::im2col(x, {.kernel_size = {3, 3}, .padding = {1, 1}}));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::im2col(x, {.kernel_size = {3, 3}, .padding = {1, 1}}));
   state.SetBytesProcessed(state.iterations() * 9 * x.numel() * sizeof(float));
 }
 BENCHMARK(BM_Im2col)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -200,7 +202,7 @@ BENCHMARK(BM_Im2col)->UseRealTime()->Unit(benchmark::kMillisecond);
 void BM_Col2im(benchmark::State& state) {
   const dg::Tensor columns = dg::randn({64, 32 * 9, 14 * 14});
   for (auto _ : state) {
-    benchmark::DoNotOptimize(ops::col2im(columns, {14, 14}, {.kernel_size = {3, 3}, .padding = {1, 1}}));
+    benchmark::DoNotOptimize(untracked::col2im(columns, {14, 14}, {.kernel_size = {3, 3}, .padding = {1, 1}}));
   }
   state.SetBytesProcessed(state.iterations() * columns.numel() * sizeof(float));
 }
@@ -214,14 +216,14 @@ constexpr double kConvFlops = 2.0 * 64 * 64 * (32 * 9) * (14 * 14);
 
 void BM_Conv2d(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kConvInput), w = dg::randn(kConvWeight), b = dg::randn({64});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::conv2d(x, w, b, {.padding = {1, 1}}));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::conv2d(x, w, b, {.padding = {1, 1}}));
   state.counters["GFLOPS"] = benchmark::Counter(kConvFlops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Conv2d)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Conv2dBackward(benchmark::State& state) {
   const dg::Tensor x = dg::randn(kConvInput), w = dg::randn(kConvWeight), g = dg::randn({64, 64, 14, 14});
-  for (auto _ : state) benchmark::DoNotOptimize(ops::conv2d_backward(g, x, w, {}, {.padding = {1, 1}}));
+  for (auto _ : state) benchmark::DoNotOptimize(untracked::conv2d_backward(g, x, w, {}, {.padding = {1, 1}}));
   state.counters["GFLOPS"] = benchmark::Counter(2 * kConvFlops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Conv2dBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -247,25 +249,25 @@ constexpr dg::TensorOptions kOnCuda{.dtype = dg::kFloat32, .device = dg::Device:
 
 void BM_CudaAddOneElement(benchmark::State& state) {
   const dg::Tensor a = dg::ones({1}, kOnCuda), b = dg::ones({1}, kOnCuda);
-  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::add(a, b)); });
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(untracked::add(a, b)); });
 }
 
 void BM_CudaAdd16M(benchmark::State& state) {
   const dg::Tensor a = dg::rand({kLarge}, kOnCuda), b = dg::rand({kLarge}, kOnCuda);
-  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::add(a, b)); });
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(untracked::add(a, b)); });
   state.SetBytesProcessed(state.iterations() * kCudaOpsPerIteration * 3 * kLarge * sizeof(float));
 }
 
 void BM_CudaSum16M(benchmark::State& state) {
   const dg::Tensor a = dg::rand({kLarge}, kOnCuda);
-  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::sum(a)); });
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(untracked::sum(a)); });
   state.SetBytesProcessed(state.iterations() * kCudaOpsPerIteration * kLarge * sizeof(float));
 }
 
 void BM_CudaMatmul(benchmark::State& state) {
   const int64_t n = state.range(0);
   const dg::Tensor a = dg::randn({n, n}, kOnCuda), b = dg::randn({n, n}, kOnCuda);
-  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(ops::matmul(a, b)); });
+  run_cuda_ops(state, [&] { benchmark::DoNotOptimize(untracked::matmul(a, b)); });
   set_gflops(state, n, kCudaOpsPerIteration);
 }
 

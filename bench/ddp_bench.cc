@@ -81,12 +81,12 @@ int run_allreduce(dg::ddp::ProcessGroup& pg, int warmup, int iters) {
     dg::Tensor tensor = dg::full({bytes / 4}, pg.rank() + 1);
     pg.all_reduce(tensor);  // a check, once: the sum of 1..W everywhere
     const double expected = world * (world + 1) / 2.0;
-    if (dg::ops::max(tensor).item<float>() != expected || dg::ops::min(tensor).item<float>() != expected) {
+    if (dg::untracked::max(tensor).item<float>() != expected || dg::untracked::min(tensor).item<float>() != expected) {
       std::fprintf(stderr, "ddp_bench: all_reduce of %lld bytes did not give %g everywhere\n",
                    static_cast<long long>(bytes), expected);
       return 1;
     }
-    dg::ops::zero_(tensor);
+    dg::zero_(tensor);
     const int n = bytes < (16 << 20) ? iters : std::max(5, iters / 4);
     const std::vector<double> samples = timed_samples(
         pg, [&] { pg.all_reduce(tensor); }, warmup, n);

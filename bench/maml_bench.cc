@@ -35,9 +35,9 @@ namespace dg = distgrad;
 using sinusoid::Tasks;
 
 // Runs on a worker: the query loss of one task after --inner_steps MetaSGD steps on its support
-// set. One network per serving thread: functional_call swaps tensors into the module.
+// set. One network for the process, shared by the threads serving calls at once.
 dg::Tensor maml_task_loss(dg::nn::ParamDict params, Tasks task, int inner_steps, double inner_lr) {
-  thread_local sinusoid::Net net;
+  static sinusoid::Net net;
   return sinusoid::adapted_query_loss(net, std::move(params), task, inner_steps, inner_lr);
 }
 DISTGRAD_REMOTE(maml_task_loss);

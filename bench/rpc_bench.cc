@@ -213,7 +213,7 @@ void time_iterations(const std::string& name, int repetitions, int64_t bytes, F 
 
 // Fails unless `found` matches `expected` (the gradients of the first context of a workload).
 void check_gradient(const char* what, const dg::Tensor& found, const dg::Tensor& expected) {
-  DISTGRAD_CHECK(dg::ops::allclose(found, expected, 1e-5, 1e-6), "rpc_bench: the gradient of ", what,
+  DISTGRAD_CHECK(dg::untracked::allclose(found, expected, 1e-5, 1e-6), "rpc_bench: the gradient of ", what,
                  " is wrong: expected ", expected.describe(), ", found ", found.describe());
 }
 

@@ -6,7 +6,7 @@
 #include "core/op_checks.h"
 #include "core/shape.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 // Note [Fused batch normalisation]
@@ -165,4 +165,4 @@ BatchNormDoubleGrads batch_norm_double_backward(const Tensor& gg_input, const Te
   return grads;
 }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

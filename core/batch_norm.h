@@ -4,31 +4,40 @@
 // Both backends have the kernels (core/cpu/batch_norm.cc, core/cuda/batch_norm.cu);
 // distgrad::batch_norm (autograd/ops.h) is the differentiable op over them.
 //
-//   auto [y, mean, var, invstd] = ops::batch_norm(x, weight, bias, 1e-5);   // x: [N, C, ...]
-//   auto grads = ops::batch_norm_backward(grad_y, x, weight, mean, invstd);
-//   auto second = ops::batch_norm_double_backward(gg_x, {}, {}, grad_y, x, weight, mean, invstd);
+//   auto [y, mean, var, invstd] = untracked::batch_norm(x, weight, bias, 1e-5);   // x: [N, C, ...]
+//   auto grads = untracked::batch_norm_backward(grad_y, x, weight, mean, invstd);
+//   auto second = untracked::batch_norm_double_backward(gg_x, {}, {}, grad_y, x, weight, mean, invstd);
 #pragma once
 
 #include "core/device.h"
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad {
 
 struct BatchNormOutputs {
   Tensor output;
   Tensor mean, var, invstd;  // [C]: the batch's mean, biased variance and 1 / sqrt(var + eps)
 };
-// (input - mean) / sqrt(var + eps) * weight + bias for float32 or float64 `input` [N, C, ...],
-// mean and var taken per channel (dim 1) over every other dim (torch.nn.functional.batch_norm
-// with training=True); weight and bias are [C] or undefined (ones and zeros).
-BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps);
-
 struct BatchNormGradsNeeded {
   bool input = true, weight = true, bias = true;
 };
 struct BatchNormGrads {
   Tensor input, weight, bias;  // undefined where not needed (weight also without a weight)
 };
+struct BatchNormDoubleGradsNeeded {
+  bool grad_output = true, input = true, weight = true;
+};
+struct BatchNormDoubleGrads {
+  Tensor grad_output, input, weight;  // undefined where not needed (weight also without a weight)
+};
+
+namespace untracked {
+
+// (input - mean) / sqrt(var + eps) * weight + bias for float32 or float64 `input` [N, C, ...],
+// mean and var taken per channel (dim 1) over every other dim (torch.nn.functional.batch_norm
+// with training=True); weight and bias are [C] or undefined (ones and zeros).
+BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps);
+
 // batch_norm's gradients from the output's `grad_output`, with the mean and invstd it returned.
 BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                    const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed = {});
@@ -38,12 +47,6 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& inpu
 BatchNormGrads batch_norm_backward_(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                     const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed = {});
 
-struct BatchNormDoubleGradsNeeded {
-  bool grad_output = true, input = true, weight = true;
-};
-struct BatchNormDoubleGrads {
-  Tensor grad_output, input, weight;  // undefined where not needed (weight also without a weight)
-};
 // batch_norm_backward's backward: the gradients w.r.t. its grad_output, input and weight of
 // <gg_input, grads.input> + <gg_weight, grads.weight> + <gg_bias, grads.bias>, `grads` being
 // batch_norm_backward(grad_output, input, weight, mean, invstd) as a function of all three (the
@@ -53,4 +56,5 @@ BatchNormDoubleGrads batch_norm_double_backward(const Tensor& gg_input, const Te
                                                 const Tensor& mean, const Tensor& invstd,
                                                 const BatchNormDoubleGradsNeeded& needed = {});
 
-}  // namespace distgrad::ops
+}  // namespace untracked
+}  // namespace distgrad

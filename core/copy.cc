@@ -5,7 +5,7 @@
 #include "core/kernels.h"
 #include "core/op_checks.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 
 Tensor clone(const Tensor& t) {
   t.check_defined("clone");
@@ -55,4 +55,4 @@ const Tensor& fill_(const Tensor& self, double value) {
 
 const Tensor& zero_(const Tensor& self) { return fill_(self, 0); }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

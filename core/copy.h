@@ -4,7 +4,7 @@
 
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 
 // A new tensor with the same values, contiguous, on the same device.
 Tensor clone(const Tensor& t);
@@ -20,4 +20,4 @@ const Tensor& copy_(const Tensor& self, const Tensor& src);
 const Tensor& fill_(const Tensor& self, double value);
 const Tensor& zero_(const Tensor& self);
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

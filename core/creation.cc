@@ -18,7 +18,7 @@ Tensor host_sequence(int64_t count, TensorOptions options, ValueAt value_at) {
   std::vector<Value> values(count);
   for (int64_t i = 0; i < count; ++i) values[i] = value_at(i);
   Tensor host = from_host_data(values.data(), count, dtype_of<Value>(), {count}, Device::cpu());
-  return detail::apply_requires_grad(ops::to(ops::to(host, options.dtype), options.device), options);
+  return detail::apply_requires_grad(untracked::to(untracked::to(host, options.dtype), options.device), options);
 }
 
 }  // namespace
@@ -34,7 +34,7 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
 
 Tensor full(const Shape& sizes, double value, TensorOptions options) {
   Tensor out = empty(sizes, options);
-  ops::fill_(out, value);
+  untracked::fill_(out, value);
   return out;
 }
 
@@ -46,9 +46,9 @@ Tensor empty_like(const Tensor& like) {
   like.check_defined("empty_like");
   return empty(like.sizes(), {.dtype = like.dtype(), .device = like.device()});
 }
-Tensor zeros_like(const Tensor& like) { return ops::zero_(empty_like(like)); }
-Tensor ones_like(const Tensor& like) { return ops::fill_(empty_like(like), 1); }
-Tensor full_like(const Tensor& like, double value) { return ops::fill_(empty_like(like), value); }
+Tensor zeros_like(const Tensor& like) { return untracked::zero_(empty_like(like)); }
+Tensor ones_like(const Tensor& like) { return untracked::fill_(empty_like(like), 1); }
+Tensor full_like(const Tensor& like, double value) { return untracked::fill_(empty_like(like), value); }
 
 Tensor arange(int64_t end, TensorOptions options) { return arange(0, end, 1, options); }
 
@@ -82,7 +82,7 @@ Tensor eye(int64_t n, TensorOptions options) { return eye(n, n, options); }
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   DISTGRAD_CHECK(n >= 0 && m >= 0, "eye: expected non-negative sizes, found ", n, " x ", m);
   Tensor out = zeros({n, m}, options);
-  ops::fill_(ops::as_strided(out, {std::min(n, m)}, {m + 1}, 0), 1);
+  untracked::fill_(untracked::as_strided(out, {std::min(n, m)}, {m + 1}, 0), 1);
   return out;
 }
 

@@ -14,7 +14,7 @@ namespace distgrad {
 
 void fail_on_storage_dtype(DType dtype, const char* op) {
   DISTGRAD_FAIL(op, ": ", dtype_name(dtype), " tensors are for storage: they are made, copied, viewed, converted, ",
-                "saved, sent and all-reduced, not computed on; convert with ops::to(t, kFloat32) first");
+                "saved, sent and all-reduced, not computed on; convert with distgrad::to(t, kFloat32) first");
 }
 
 }  // namespace distgrad

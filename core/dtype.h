@@ -6,7 +6,7 @@
 //   });
 //
 // float16 and bfloat16 are storage dtypes (core/half.h): tensors of them are made, viewed,
-// copied, converted, saved, sent and all-reduced, and computed on after ops::to(t, kFloat32).
+// copied, converted, saved, sent and all-reduced, and computed on after untracked::to(t, kFloat32).
 // dispatch_dtype refuses them, naming the op; the kernels that move data use
 // dispatch_storage_dtype, which includes them.
 #pragma once
@@ -83,7 +83,7 @@ struct TypeTag {
 [[noreturn]] void fail_on_storage_dtype(DType dtype, const char* op);
 
 // Calls `fn(TypeTag<T>{})` with the C++ type of `dtype`; float16 and bfloat16 are an error
-// naming `op` (convert with ops::to(t, kFloat32) first).
+// naming `op` (convert with untracked::to(t, kFloat32) first).
 template <typename Fn>
 decltype(auto) dispatch_dtype(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {

@@ -4,7 +4,7 @@
 #include "core/kernels.h"
 #include "core/op_checks.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 using kernels::BinaryOp;
@@ -28,13 +28,13 @@ void check_accepts(Accepts accepts, const char* op, const Tensor& t) {
   switch (accepts) {
     case Accepts::kNumeric:
       DISTGRAD_CHECK(t.dtype() != kBool, op, ": expected a numeric tensor, found a ", t.describe(),
-                     " (convert with ops::to(t, dtype))");
+                     " (convert with distgrad::to(t, dtype))");
       break;
     case Accepts::kFloating:
     case Accepts::kDivision:
       DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, found a ", t.describe(),
                      accepts == Accepts::kDivision && t.dtype() == kInt64
-                         ? " (integer division is not supported; convert with ops::to)"
+                         ? " (integer division is not supported; convert with distgrad::to)"
                          : "");
       break;
     case Accepts::kBool:
@@ -186,34 +186,7 @@ const Tensor& clamp_(const Tensor& self, std::optional<double> min, std::optiona
   return self;
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator-(double a, const Tensor& b) { return scalar_op(BinaryOp::kSub, "sub", b, a, true); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator/(double a, const Tensor& b) { return scalar_op(BinaryOp::kDiv, "div", b, a, true); }
-Tensor operator-(const Tensor& t) { return neg(t); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
-const Tensor& operator+=(const Tensor& self, const Tensor& other) { return add_(self, other); }
-const Tensor& operator+=(const Tensor& self, double other) { return add_(self, other); }
-const Tensor& operator-=(const Tensor& self, const Tensor& other) { return sub_(self, other); }
-const Tensor& operator-=(const Tensor& self, double other) { return sub_(self, other); }
-const Tensor& operator*=(const Tensor& self, const Tensor& other) { return mul_(self, other); }
-const Tensor& operator*=(const Tensor& self, double other) { return mul_(self, other); }
-const Tensor& operator/=(const Tensor& self, const Tensor& other) { return div_(self, other); }
-const Tensor& operator/=(const Tensor& self, double other) { return div_(self, other); }
+Tensor sub(double a, const Tensor& b) { return scalar_op(BinaryOp::kSub, "sub", b, a, true); }
+Tensor div(double a, const Tensor& b) { return scalar_op(BinaryOp::kDiv, "div", b, a, true); }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

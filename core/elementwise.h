@@ -1,4 +1,4 @@
-// Elementwise ops with NumPy broadcasting, their in-place forms and operators.
+// Elementwise ops with NumPy broadcasting and their in-place forms (untracked: see core/ops.h).
 //
 // Both tensor operands must share dtype and device (no silent casts); a scalar operand is
 // converted to the tensor's dtype. Arithmetic is defined for float32, float64 and int64
@@ -6,24 +6,27 @@
 // In-place forms write into `self`, whose shape must be the broadcast shape, and bump its
 // version counter.
 //
-//   using namespace distgrad::ops;   // brings the operators into scope
-//   Tensor y = relu(x * 2.0 + b);     // b of shape [n] broadcast over x of shape [m, n]
+// The operators (+, *, <, +=, ...) are the differentiable ones of autograd/ops.h only.
+//
+//   Tensor y = untracked::relu(untracked::add(untracked::mul(x, 2.0), b));   // b [n], x [m, n]
 #pragma once
 
 #include <optional>
 
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor pow(double base, const Tensor& exponent);
@@ -84,34 +87,4 @@ const Tensor& neg_(const Tensor& self);
 const Tensor& relu_backward_(const Tensor& grad, const Tensor& result);
 const Tensor& clamp_(const Tensor& self, std::optional<double> min, std::optional<double> max);
 
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator/(double a, const Tensor& b);
-Tensor operator-(const Tensor& t);
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, double b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, double b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, double b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, double b);
-const Tensor& operator+=(const Tensor& self, const Tensor& other);
-const Tensor& operator+=(const Tensor& self, double other);
-const Tensor& operator-=(const Tensor& self, const Tensor& other);
-const Tensor& operator-=(const Tensor& self, double other);
-const Tensor& operator*=(const Tensor& self, const Tensor& other);
-const Tensor& operator*=(const Tensor& self, double other);
-const Tensor& operator/=(const Tensor& self, const Tensor& other);
-const Tensor& operator/=(const Tensor& self, double other);
-
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

@@ -7,7 +7,7 @@
 #include "core/reduction.h"
 #include "core/views.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 void check_index_tensor(const char* op, const Tensor& t, const Tensor& index) {
@@ -184,4 +184,4 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
   return out;
 }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

@@ -8,7 +8,7 @@
 
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 
 // Joins tensors of one dtype and device along an existing dim (all other sizes equal).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -31,4 +31,4 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 // (int64 as in PyTorch); num_classes = -1 uses max(indices) + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1, DType dtype = kInt64);
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

@@ -2,7 +2,7 @@
 //
 // Note [Primitive kernels]
 // Ops in core/ops.h check their arguments, compute output shapes, broadcast operands with
-// stride-0 views (ops::expand) and allocate outputs; then they call one of the primitives
+// stride-0 views (untracked::expand) and allocate outputs; then they call one of the primitives
 // below through `kernels_for(device)`. Everything else (softmax, var, norm, cat, one_hot,
 // conv2d's bias, ...) is composed from these primitives, so the CPU (core/cpu/) and CUDA
 // (core/cuda/) backends implement the same short list and every composed op works on both.
@@ -105,7 +105,7 @@ struct DeviceKernels {
                  int64_t reduced, int64_t inner);
   // values gets reduce(kSum)'s result over the product a * b (a and b contiguous, of one floating
   // dtype, read as [outer, reduced, inner]), to the same bits, without the product's tensor;
-  // null where the device has none (ops::sum_of_product then multiplies, then sums).
+  // null where the device has none (untracked::sum_of_product then multiplies, then sums).
   void (*reduce_products)(const Tensor& values, const Tensor& a, const Tensor& b, int64_t outer, int64_t reduced,
                           int64_t inner);
   void (*gemm)(const GemmArgs& args);
@@ -172,7 +172,7 @@ struct DeviceKernels {
   void (*batch_norm_backward)(const BatchNormLayout& layout, const Tensor& grad_input, const Tensor& grad_weight,
                               const Tensor& grad_bias, const Tensor& grad_output, const Tensor& input,
                               const Tensor& weight, const Tensor& mean, const Tensor& invstd);
-  // The backward of batch_norm_backward (ops::batch_norm_double_backward).
+  // The backward of batch_norm_backward (untracked::batch_norm_double_backward).
   void (*batch_norm_double_backward)(const BatchNormDoubleBackwardArgs& args);
 };
 

@@ -9,7 +9,7 @@
 #include "core/op_checks.h"
 #include "core/views.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 // A batch of matrices [batch, rows, cols] as gemm reads them: row-major, or stored
@@ -125,4 +125,4 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   return mul(unsqueeze(a, 1), unsqueeze(b, 0));
 }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

@@ -3,7 +3,7 @@
 
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 
 // torch.matmul for operands of 1, 2 or 3 dims: dot (1-D x 1-D, 0-dim result), matrix-vector,
 // vector-matrix (the vector is treated as a row), matrix product, and batched products where
@@ -14,4 +14,4 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta =
 // a[i] * b[j] for 1-D a, b.
 Tensor outer(const Tensor& a, const Tensor& b);
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

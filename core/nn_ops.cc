@@ -11,7 +11,7 @@
 #include "core/op_checks.h"
 #include "core/views.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 // Output length of a sliding window, or 0 when the window does not fit.
@@ -596,4 +596,4 @@ Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
   return unbatch(out, unbatched);
 }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

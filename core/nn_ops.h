@@ -1,10 +1,10 @@
 // Forward kernels of the convolution and pooling layers, over NCHW (or unbatched CHW) input,
 // and the sliding-window rearrangements they are built from: im2col and its adjoint col2im.
 //
-//   Tensor y = ops::conv2d(x, w, b, {.stride = {2, 2}, .padding = {1, 1}});
-//   auto [pooled, indices] = ops::max_pool2d(y, {.kernel_size = {2, 2}});
-//   Tensor columns = ops::im2col(x, {.kernel_size = {3, 3}, .padding = {1, 1}});
-//   Tensor summed = ops::col2im(columns, {x.size(2), x.size(3)}, {.kernel_size = {3, 3}, .padding = {1, 1}});
+//   Tensor y = untracked::conv2d(x, w, b, {.stride = {2, 2}, .padding = {1, 1}});
+//   auto [pooled, indices] = untracked::max_pool2d(y, {.kernel_size = {2, 2}});
+//   Tensor columns = untracked::im2col(x, {.kernel_size = {3, 3}, .padding = {1, 1}});
+//   Tensor summed = untracked::col2im(columns, {x.size(2), x.size(3)}, {.kernel_size = {3, 3}, .padding = {1, 1}});
 #pragma once
 
 #include <array>
@@ -12,13 +12,35 @@
 #include "core/reduction.h"
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad {
 
 struct Conv2dOptions {
   std::array<int64_t, 2> stride{1, 1};
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};
 };
+// Which of conv2d's gradients conv2d_backward computes.
+struct Conv2dGradsNeeded {
+  bool input = true, weight = true, bias = true;
+};
+struct Conv2dGrads {
+  Tensor input, weight, bias;  // undefined where not needed
+};
+struct Im2colOptions {
+  std::array<int64_t, 2> kernel_size{1, 1};
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+};
+struct Pool2dOptions {
+  std::array<int64_t, 2> kernel_size{1, 1};
+  std::array<int64_t, 2> stride{0, 0};  // 0 means kernel_size, as in PyTorch
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};  // max_pool2d only
+  bool count_include_pad = true;          // avg_pool2d only
+};
+
+namespace untracked {
 
 // input [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined -> [N, O, oh, ow] (groups = 1).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
@@ -32,13 +54,6 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
 Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
                           const Conv2dOptions& options = {});
 
-// Which of conv2d's gradients conv2d_backward computes.
-struct Conv2dGradsNeeded {
-  bool input = true, weight = true, bias = true;
-};
-struct Conv2dGrads {
-  Tensor input, weight, bias;  // undefined where not needed
-};
 // conv2d's gradients w.r.t. input, weight and bias, those `needed`, at once: the work they share
 // is done once (the output gradient's Winograd tiles, or its pass with the weight gradient's
 // columns, which also sum it for the bias). The same values as conv2d_input_grad,
@@ -46,13 +61,6 @@ struct Conv2dGrads {
 // distgrad::conv2d_backward is its differentiable form, conv2d's backward).
 Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                             const Conv2dGradsNeeded& needed, const Conv2dOptions& options = {});
-
-struct Im2colOptions {
-  std::array<int64_t, 2> kernel_size{1, 1};
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};
-};
 
 // Every sliding window of `input` [N, C, H, W] (or unbatched [C, H, W]) as a column:
 // [N, C*kh*kw, L] (or [C*kh*kw, L]), L = out_h * out_w (torch.nn.functional.unfold). Row
@@ -65,14 +73,6 @@ Tensor im2col(const Tensor& input, const Im2colOptions& options);
 // col2im(im2col(ones)) counts the windows covering each pixel.
 Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const Im2colOptions& options);
 
-struct Pool2dOptions {
-  std::array<int64_t, 2> kernel_size{1, 1};
-  std::array<int64_t, 2> stride{0, 0};  // 0 means kernel_size, as in PyTorch
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};  // max_pool2d only
-  bool count_include_pad = true;          // avg_pool2d only
-};
-
 // Max over each window; indices are flat positions in each input H*W plane (PyTorch's convention).
 ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options);
 // max_pool2d's adjoint: the gradient for input of `input_sizes` ([N, C, H, W] or [C, H, W]) of
@@ -83,4 +83,5 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, con
                            const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 
-}  // namespace distgrad::ops
+}  // namespace untracked
+}  // namespace distgrad

@@ -3,7 +3,7 @@
 #include "core/copy.h"
 #include "core/views.h"
 
-namespace distgrad::ops::detail {
+namespace distgrad::untracked::detail {
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   a.check_defined(op);
@@ -15,7 +15,7 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b) {
   check_same_device(op, a, b);
   DISTGRAD_CHECK(a.dtype() == b.dtype(), op, ": expected tensors of one dtype, found a ", a.describe(), " and a ",
-                 b.describe(), " (convert one with ops::to(t, dtype))");
+                 b.describe(), " (convert one with distgrad::to(t, dtype))");
 }
 
 void check_floating(const char* op, const Tensor& t) {
@@ -41,4 +41,4 @@ Tensor unaliased_source(const Tensor& self, const Tensor& src) {
   return same_memory && !same_view ? clone(src) : src;
 }
 
-}  // namespace distgrad::ops::detail
+}  // namespace distgrad::untracked::detail

@@ -3,7 +3,7 @@
 
 #include "core/tensor.h"
 
-namespace distgrad::ops::detail {
+namespace distgrad::untracked::detail {
 
 // Both defined, on one device and of one dtype; the message names `op` and both tensors.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
@@ -18,4 +18,4 @@ Tensor expand_to(const Tensor& t, const Shape& sizes);
 // in-place kernel writing `self` never reads elements it already overwrote.
 Tensor unaliased_source(const Tensor& self, const Tensor& src);
 
-}  // namespace distgrad::ops::detail
+}  // namespace distgrad::untracked::detail

@@ -24,7 +24,7 @@ template <typename Fill>
 Tensor draw(const Shape& sizes, TensorOptions options, Fill fill) {
   Tensor host = empty(sizes, {.dtype = options.dtype, .device = Device::cpu()});
   fill(host.data_ptr(), host.numel());
-  return detail::apply_requires_grad(ops::to(host, options.device), options);
+  return detail::apply_requires_grad(untracked::to(host, options.device), options);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include "core/op_checks.h"
 #include "core/views.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 using kernels::ReduceOp;
@@ -287,4 +287,4 @@ bool equal(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && a.dtype() == b.dtype() && all(eq(a, b));
 }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

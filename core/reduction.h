@@ -3,19 +3,21 @@
 // `dims` empty means every dim. Sums of float32 accumulate in float64. sum of bool or int64
 // gives int64; mean, var, std, logsumexp, softmax and norm need a floating dtype.
 //
-//   Tensor total = ops::sum(x);                          // 0-dim
-//   Tensor rows  = ops::mean(x, {1}, /*keepdim=*/true);  // [m, 1]
-//   auto [values, indices] = ops::max(x, 1);
+//   Tensor total = untracked::sum(x);                          // 0-dim
+//   Tensor rows  = untracked::mean(x, {1}, /*keepdim=*/true);  // [m, 1]
+//   auto [values, indices] = untracked::max(x, 1);
 #pragma once
 
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad {
 
 struct ValuesIndices {
   Tensor values;
   Tensor indices;  // int64
 };
+
+namespace untracked {
 
 Tensor sum(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
 // sum(a * b, dims, keepdim) for a and b of one shape, dtype and device; on devices with the
@@ -54,4 +56,5 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 // Same shape, dtype and values.
 bool equal(const Tensor& a, const Tensor& b);
 
-}  // namespace distgrad::ops
+}  // namespace untracked
+}  // namespace distgrad

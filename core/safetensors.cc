@@ -229,7 +229,7 @@ std::string make_header(const NamedTensors& tensors, const std::map<std::string,
 template <typename Write>
 void write_tensor_data(const NamedTensors& tensors, Write&& write) {
   for (const auto& [name, tensor] : tensors) {
-    const Tensor host = ops::contiguous(ops::to(tensor, Device::cpu()));
+    const Tensor host = untracked::contiguous(untracked::to(tensor, Device::cpu()));
     const size_t nbytes = static_cast<size_t>(host.numel()) * host.element_size();
     if (nbytes > 0) write(host.data_ptr(), nbytes);
   }
@@ -415,7 +415,7 @@ SafetensorsContents load_tensors(Header header, Device device, Read&& read) {
       auto* bytes = static_cast<unsigned char*>(host.data_ptr());
       for (uint64_t i = 0; i < nbytes; ++i) bytes[i] = bytes[i] != 0;
     }
-    contents.tensors.emplace_back(std::move(entry.name), ops::to(host, device));
+    contents.tensors.emplace_back(std::move(entry.name), untracked::to(host, device));
   }
   return contents;
 }

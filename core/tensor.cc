@@ -117,7 +117,7 @@ int64_t Tensor::element_offset(std::initializer_list<int64_t> index) const {
 void Tensor::read_elements_to_host(void* out, DType out_dtype, int64_t offset, bool single) const {
   check_defined("read");
   Tensor source = single ? Tensor(impl_->storage, {}, {}, offset, impl_->dtype) : *this;
-  source = ops::to(ops::to(ops::contiguous(source), Device::cpu()), out_dtype);
+  source = untracked::to(untracked::to(untracked::contiguous(source), Device::cpu()), out_dtype);
   if (source.numel() == 0) return;  // `out` may be null then, which memcpy does not allow
   std::memcpy(out, source.data_ptr(), source.numel() * distgrad::element_size(out_dtype));
 }
@@ -129,7 +129,8 @@ class TensorPrinter {
  public:
   // Half-precision values print as the float32 values they are exactly.
   explicit TensorPrinter(const Tensor& t)
-      : host_(ops::contiguous(ops::to(ops::to(t, Device::cpu()), is_half(t.dtype()) ? kFloat32 : t.dtype()))),
+      : host_(untracked::contiguous(
+            untracked::to(untracked::to(t, Device::cpu()), is_half(t.dtype()) ? kFloat32 : t.dtype()))),
         device_(t.device()),
         dtype_(t.dtype()) {
     const int64_t n = host_.numel();

@@ -2,15 +2,15 @@
 //
 // A Tensor is shape + strides (in elements) + offset (in elements) + dtype over a refcounted
 // Storage. Copying a Tensor is shallow: both handles see the same data and metadata. Views
-// (ops::reshape, ops::transpose, ops::slice, ...) share the storage with new metadata;
-// ops::clone copies the data.
+// (untracked::reshape, untracked::transpose, untracked::slice, ...) share the storage with new metadata;
+// untracked::clone copies the data.
 //
-// The Tensor class holds no op methods: core's kernels live in `distgrad::ops` (core/ops.h)
-// and never record a graph. The differentiable API is built by autograd on top of them and
-// keeps its per-tensor state in the opaque `autograd_meta` slot below.
+// The Tensor class holds few op methods: core's kernels live in `distgrad::untracked` (core/ops.h)
+// and never record a graph. The user-facing ops, differentiable, are built by autograd on top of
+// them (autograd/ops.h) and keep their per-tensor state in the opaque `autograd_meta` slot below.
 //
 //   Tensor x = distgrad::randn({2, 3});
-//   Tensor y = distgrad::ops::matmul(x, distgrad::ops::t(x));   // [2, 2]
+//   Tensor y = distgrad::matmul(x, distgrad::t(x));   // [2, 2] (autograd/ops.h)
 //   float first = y.at<float>({0, 0});
 #pragma once
 

@@ -5,7 +5,7 @@
 
 #include "core/copy.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 namespace {
 
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
@@ -282,4 +282,4 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   return split(t, std::max<int64_t>(1, (t.size(d) + chunks - 1) / chunks), d);
 }
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

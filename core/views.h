@@ -2,15 +2,15 @@
 // reshape/flatten when the strides do not allow a view). Negative dims count from the end.
 //
 //   Tensor x = distgrad::arange(6).to(...);
-//   Tensor m = ops::view(x, {2, 3});          // shares x's storage
-//   Tensor c = ops::select(m, 1, 0);          // column 0, shape [2]
+//   Tensor m = untracked::view(x, {2, 3});          // shares x's storage
+//   Tensor c = untracked::select(m, 1, 0);          // column 0, shape [2]
 #pragma once
 
 #include <vector>
 
 #include "core/tensor.h"
 
-namespace distgrad::ops {
+namespace distgrad::untracked {
 
 // Any strides and offset over t's storage (checked to fit inside it).
 Tensor as_strided(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset);
@@ -47,4 +47,4 @@ std::vector<Tensor> split_with_sizes(const Tensor& t, const Shape& split_sizes, 
 // At most `chunks` pieces of equal size along dim (the last may be smaller).
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
 
-}  // namespace distgrad::ops
+}  // namespace distgrad::untracked

@@ -95,12 +95,12 @@ DataLoader::Iterator DataLoader::end() const { return Iterator(this, order_, siz
 
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t begin, int64_t end) const {
   if (batches_are_views_) {
-    return {.inputs = ops::narrow(inputs_, 0, begin, end - begin),
-            .targets = ops::narrow(targets_, 0, begin, end - begin)};
+    return {.inputs = untracked::narrow(inputs_, 0, begin, end - begin),
+            .targets = untracked::narrow(targets_, 0, begin, end - begin)};
   }
   const Tensor index = from_vector(std::vector<int64_t>(order.begin() + begin, order.begin() + end));
-  return {.inputs = ops::index_select(inputs_, 0, ops::to(index, inputs_.device())),
-          .targets = ops::index_select(targets_, 0, ops::to(index, targets_.device()))};
+  return {.inputs = untracked::index_select(inputs_, 0, untracked::to(index, inputs_.device())),
+          .targets = untracked::index_select(targets_, 0, untracked::to(index, targets_.device()))};
 }
 
 Batch DataLoader::Iterator::operator*() const {

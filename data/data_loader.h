@@ -4,8 +4,8 @@
 // Sample i is row i (along dim 0) of both `inputs` and `targets`. A loader visits every
 // sample of its index list (all rows by default) once per epoch, in batches of
 // `batch_size`; the last batch is smaller unless `drop_last` drops it. In order and over all
-// rows, batches are views (ops::narrow) of the tensors; otherwise they are copies
-// (ops::index_select).
+// rows, batches are views (untracked::narrow) of the tensors; otherwise they are copies
+// (untracked::index_select).
 //
 // Note [Deterministic shuffle]
 // The order of epoch e is a permutation of the index list drawn by a Fisher-Yates shuffle

@@ -22,7 +22,7 @@ std::vector<Tensor> unflatten(const Tensor& flat, const std::vector<Tensor>& lik
   std::vector<Tensor> views;
   int64_t offset = 0;
   for (const Tensor& tensor : like) {
-    views.push_back(ops::view(ops::narrow(flat, 0, offset, tensor.numel()), tensor.sizes()));
+    views.push_back(untracked::view(untracked::narrow(flat, 0, offset, tensor.numel()), tensor.sizes()));
     offset += tensor.numel();
   }
   return views;
@@ -90,9 +90,9 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& te
     for (const Tensor& tensor : members) total += tensor.numel();
     Tensor flat = empty({total}, {.dtype = members[0].dtype(), .device = members[0].device()});
     std::vector<Tensor> views = unflatten(flat, members);
-    for (size_t i = 0; i < members.size(); ++i) ops::copy_(views[i], members[i]);
+    for (size_t i = 0; i < members.size(); ++i) untracked::copy_(views[i], members[i]);
     group_->broadcast(flat, 0);
-    for (size_t i = 0; i < members.size(); ++i) ops::copy_(members[i], views[i]);
+    for (size_t i = 0; i < members.size(); ++i) untracked::copy_(members[i], views[i]);
   }
 }
 
@@ -146,7 +146,7 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
 }
 
 Tensor DistributedDataParallel::bucket_slot(const Parameter& parameter) const {
-  return ops::narrow(buckets_[parameter.bucket].buffer, 0, parameter.offset, parameter.tensor.numel());
+  return untracked::narrow(buckets_[parameter.bucket].buffer, 0, parameter.offset, parameter.tensor.numel());
 }
 
 void DistributedDataParallel::on_gradient(size_t index) {
@@ -168,7 +168,7 @@ void DistributedDataParallel::on_gradient(size_t index) {
   parameter.used = true;
   {
     autograd::NoGradGuard no_grad;
-    ops::copy_(bucket_slot(parameter), ops::reshape(parameter.tensor.grad(), {parameter.tensor.numel()}));
+    untracked::copy_(bucket_slot(parameter), untracked::reshape(parameter.tensor.grad(), {parameter.tensor.numel()}));
   }
   timeline_.last_gradient = Clock::now();
   mark_ready(index);
@@ -199,7 +199,7 @@ void DistributedDataParallel::finish_backward() {
       missing.push_back(parameters_[i].name);
       continue;
     }
-    ops::zero_(bucket_slot(parameters_[i]));
+    untracked::zero_(bucket_slot(parameters_[i]));
     mark_ready(i);
   }
   if (!missing.empty()) {
@@ -231,13 +231,13 @@ void DistributedDataParallel::finish_backward() {
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& parameter = parameters_[i];
     if (!used_anywhere.empty() && used_anywhere[i] == 0) continue;
-    const Tensor averaged = ops::view(bucket_slot(parameter), parameter.tensor.sizes());
+    const Tensor averaged = untracked::view(bucket_slot(parameter), parameter.tensor.sizes());
     const Tensor grad = parameter.tensor.grad();
     if (grad.defined()) {
-      ops::copy_(grad, averaged);
+      untracked::copy_(grad, averaged);
     } else {
       Tensor fresh = empty_like(averaged);
-      ops::copy_(fresh, averaged);
+      untracked::copy_(fresh, averaged);
       parameter.tensor.set_grad(fresh);
     }
   }

@@ -92,8 +92,8 @@ void with_moved_type(DType dtype, F&& f) {
 }
 
 // Gloo reduces float16 only on some builds and bfloat16 not at all: the reducing collectives run
-// on a float32 copy of a half-precision tensor and round the result back (ops::copy_).
-Tensor reducible(const Tensor& tensor) { return is_half(tensor.dtype()) ? ops::to(tensor, kFloat32) : tensor; }
+// on a float32 copy of a half-precision tensor and round the result back (untracked::copy_).
+Tensor reducible(const Tensor& tensor) { return is_half(tensor.dtype()) ? untracked::to(tensor, kFloat32) : tensor; }
 
 // Divides `count` elements at `data` by `divisor` (kAvg after a sum).
 template <typename T>
@@ -144,7 +144,7 @@ class GlooBackend final : public CollectiveBackend {
         all_reduce_in_place(static_cast<T*>(target.data_ptr()), static_cast<size_t>(target.numel()), op);
         if (op == ReduceOp::kAvg) divide(static_cast<T*>(target.data_ptr()), target.numel(), setup_.size);
       });
-      if (is_half(tensor.dtype())) ops::copy_(tensor, target);
+      if (is_half(tensor.dtype())) untracked::copy_(tensor, target);
     });
   }
 
@@ -200,7 +200,7 @@ class GlooBackend final : public CollectiveBackend {
         for (const Tensor& input : inputs) wide_inputs.push_back(reducible(input));
         const Tensor wide_output = reducible(output);
         reduce_scatter_in_place(wide_output, wide_inputs, op);
-        ops::copy_(output, wide_output);
+        untracked::copy_(output, wide_output);
         return;
       }
       reduce_scatter_in_place(output, inputs, op);

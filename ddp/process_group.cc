@@ -27,7 +27,7 @@ void check_tensor(const Tensor& tensor, const char* op, const std::string& what)
   DISTGRAD_CHECK(tensor.dtype() != DType::kBool, op, ": ", what, " is a bool tensor; collectives take float32, ",
                  "float64, int64, float16 or bfloat16 tensors");
   DISTGRAD_CHECK(tensor.is_contiguous(), op, ": ", what, " (", tensor.describe(), " with strides ",
-                 shape_str(tensor.strides()), ") is not contiguous; pass ops::contiguous(tensor) and copy back");
+                 shape_str(tensor.strides()), ") is not contiguous; pass untracked::contiguous(tensor) and copy back");
 }
 
 void check_like(const Tensor& tensor, const Tensor& reference, const char* op, const std::string& what,

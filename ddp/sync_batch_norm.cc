@@ -13,10 +13,10 @@ namespace {
 // is the sum of every rank's output gradient, itself all-reduced the same way (so that higher
 // orders work too).
 Tensor all_reduce_sum(const Tensor& tensor, const std::shared_ptr<ProcessGroup>& group) {
-  Tensor result = ops::contiguous(tensor);
+  Tensor result = untracked::contiguous(tensor);
   if (result.is_same(tensor)) {
     result = empty_like(tensor);
-    ops::copy_(result, tensor);
+    untracked::copy_(result, tensor);
   }
   group->all_reduce(result, ReduceOp::kSum);
   autograd::record("AllReduceSumBackward", {&tensor}, {&result}, [group](const autograd::BackwardContext& ctx) {
@@ -35,7 +35,7 @@ nn::BatchNorm::NormalizedBatch SyncBatchNorm::normalize_batch(const Tensor& inpu
   const Tensor local = cat({sum(input, dims), sum(input * input, dims),
                             full({1}, local_count, {.dtype = input.dtype(), .device = input.device()})});
   const Tensor global = all_reduce_sum(local, group_);
-  const double count = ops::narrow(global, 0, 2 * channels, 1).item<double>();
+  const double count = untracked::narrow(global, 0, 2 * channels, 1).item<double>();
   const Tensor mean = narrow(global, 0, 0, channels) / count;
   const Tensor var = narrow(global, 0, channels, channels) / count - mean * mean;  // biased
   return {normalize(input, mean, var), mean, var, static_cast<int64_t>(count)};

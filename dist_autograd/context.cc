@@ -44,6 +44,11 @@ std::vector<std::shared_ptr<Node>> DistAutogradContext::send_functions() const {
   return sends;
 }
 
+size_t DistAutogradContext::num_recv_functions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return recvs_.size();
+}
+
 void DistAutogradContext::add_worker(int rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   workers_.insert(rank);
@@ -59,7 +64,7 @@ void DistAutogradContext::add_to(LeafGradients& gradients, const Tensor& leaf, c
   // later ones are added out of place, so the maps may share the first (accumulate_grad copies a
   // shared tensor before it adds into .grad in place).
   auto [entry, inserted] = gradients.try_emplace(leaf.autograd_meta(), LeafGradient{leaf, grad});
-  if (!inserted) entry->second.grad = ops::add(entry->second.grad, grad);
+  if (!inserted) entry->second.grad = untracked::add(entry->second.grad, grad);
 }
 
 void DistAutogradContext::accumulate(const Tensor& leaf, const Tensor& grad, const RunOrder& run) {
@@ -167,9 +172,11 @@ ContextPtr ContextContainer::release(int64_t id) {
   return context;
 }
 
-size_t ContextContainer::size() const {
+std::vector<ContextPtr> ContextContainer::contexts() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return contexts_.size();
+  std::vector<ContextPtr> contexts;
+  for (const auto& [id, context] : contexts_) contexts.push_back(context);
+  return contexts;
 }
 
 int64_t ContextContainer::next_message_id() { return worker_prefix() | (next_message_.fetch_add(1) & kCounterMask); }

@@ -49,6 +49,7 @@ class DistAutogradContext {
   // The send function of a message; throws naming the context and the message when unknown.
   std::shared_ptr<SendBackward> send(int64_t message_id) const;
   std::vector<std::shared_ptr<autograd::Node>> send_functions() const;
+  size_t num_recv_functions() const;
 
   void add_worker(int rank);
   std::set<int> workers() const;
@@ -109,7 +110,8 @@ class ContextContainer {
   ContextPtr find(int64_t id) const;
   // Removes the context; returns it (null when it was not here).
   ContextPtr release(int64_t id);
-  size_t size() const;
+  // Every context here, in no particular order.
+  std::vector<ContextPtr> contexts() const;
 
   int64_t next_message_id();
 

@@ -1,9 +1,14 @@
 #include "dist_autograd/dist_autograd.h"
 
+#include <algorithm>
 #include <mutex>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
@@ -157,8 +162,6 @@ std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& ro
 
 }  // namespace
 
-size_t num_live_contexts() { return ContextContainer::instance().size(); }
-
 }  // namespace distgrad::dist_autograd
 
 namespace distgrad::autograd {
@@ -192,9 +195,34 @@ Context::~Context() {
   }
 }
 
-void backward(const Context& context, const TensorList& roots, bool retain_graph, const TensorList& inputs) {
-  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
-  DISTGRAD_CHECK(state != nullptr, "backward: context ", context.id(), " was released");
+namespace {
+
+// The context `context` names in this process; `op` names the caller in the error.
+dist_autograd::ContextPtr find_context(ContextId context, const char* op) {
+  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.value());
+  DISTGRAD_CHECK(state != nullptr, op, ": context ", context.value(), " is not known on ",
+                 rpc::is_initialized() ? rpc::get_worker_name() : std::string("this process"),
+                 " (it was released, or no call inside it reached this worker)");
+  return state;
+}
+
+// What a distributed pass does not take: create_graph (not yet) and grad_outputs (roots are scalars).
+void check_distributed_options(bool create_graph, const TensorList& grad_outputs, const char* op) {
+  DISTGRAD_CHECK(!create_graph, op,
+                 ": create_graph across workers is not supported yet (as in PyTorch's "
+                 "distributed autograd); differentiate the gradients within one worker with autograd::",
+                 op);
+  DISTGRAD_CHECK(grad_outputs.empty(), op, ": a distributed pass starts from one-element roots with gradient 1; ",
+                 grad_outputs.size(), " grad_outputs were given (multiply the roots by them instead)");
+}
+
+}  // namespace
+
+void backward(ContextId context, const TensorList& roots, const BackwardOptions& options) {
+  check_distributed_options(options.create_graph, options.grad_outputs, "backward");
+  dist_autograd::ContextPtr state = find_context(context, "backward");
+  const TensorList& inputs = options.inputs;
+  const bool retain_graph = options.retain_graph.value_or(false);
   for (size_t i = 0; i < inputs.size(); ++i) {
     inputs[i].check_defined("backward");
     DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "backward: input ", i, " (a ",
@@ -210,10 +238,14 @@ void backward(const Context& context, const TensorList& roots, bool retain_graph
   }
 }
 
-TensorList grad(const Context& context, const TensorList& outputs, const TensorList& inputs, bool retain_graph,
-                bool allow_unused) {
-  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
-  DISTGRAD_CHECK(state != nullptr, "grad: context ", context.id(), " was released");
+void backward(ContextId context, const TensorList& roots, bool retain_graph, const TensorList& inputs) {
+  backward(context, roots, BackwardOptions{.retain_graph = retain_graph, .inputs = inputs});
+}
+
+TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, const GradOptions& options) {
+  check_distributed_options(options.create_graph, options.grad_outputs, "grad");
+  dist_autograd::ContextPtr state = find_context(context, "grad");
+  const bool retain_graph = options.retain_graph.value_or(false);
   for (size_t i = 0; i < inputs.size(); ++i) {
     inputs[i].check_defined("grad");
     DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "grad: input ", i, " (a ", inputs[i].describe(),
@@ -223,11 +255,16 @@ TensorList grad(const Context& context, const TensorList& outputs, const TensorL
   TensorList result;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const bool found = pass.contains(inputs[i]);
-    DISTGRAD_CHECK(found || allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
+    DISTGRAD_CHECK(found || options.allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
                    ") was not used to compute the outputs; pass allow_unused=true if that is expected");
     result.push_back(found ? pass.at(inputs[i]) : Tensor());
   }
   return result;
+}
+
+TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, bool retain_graph,
+                bool allow_unused) {
+  return grad(context, outputs, inputs, GradOptions{.retain_graph = retain_graph, .allow_unused = allow_unused});
 }
 
 const Tensor& GradientMap::at(const Tensor& leaf) const {
@@ -242,17 +279,41 @@ bool GradientMap::contains(const Tensor& leaf) const {
                      [&](const dist_autograd::LeafGradient& entry) { return entry.leaf.is_same(leaf); });
 }
 
-GradientMap get_gradients(const Context& context) {
-  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context.id());
-  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context.id(), " was released");
-  return GradientMap(state->gradients());
+GradientMap get_gradients(ContextId context) {
+  return GradientMap(find_context(context, "get_gradients")->gradients());
 }
 
-GradientMap get_gradients(int64_t context_id) {
-  dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(context_id);
-  DISTGRAD_CHECK(state != nullptr, "get_gradients: context ", context_id, " is not known on ", rpc::get_worker_name(),
-                 " (it was released, or no call inside it reached this worker)");
-  return GradientMap(state->gradients());
+const ContextDebugInfo* DebugInfo::find(int64_t id) const {
+  for (const ContextDebugInfo& context : contexts) {
+    if (context.id == id) return &context;
+  }
+  return nullptr;
+}
+
+std::string DebugInfo::str() const {
+  std::string text = absl::StrCat(num_autograd_contexts, num_autograd_contexts == 1 ? " context" : " contexts");
+  for (const ContextDebugInfo& context : contexts) {
+    absl::StrAppend(&text, "; context ", context.id, ": ", context.num_send_functions, " sends, ",
+                    context.num_recv_functions, " recvs, workers [", absl::StrJoin(context.known_workers, ", "), "], ",
+                    context.num_gradients, " gradients");
+  }
+  return text;
+}
+
+DebugInfo get_debug_info() {
+  DebugInfo info;
+  for (const dist_autograd::ContextPtr& context : dist_autograd::ContextContainer::instance().contexts()) {
+    const std::set<int> workers = context->workers();
+    info.contexts.push_back({.id = context->id(),
+                             .num_send_functions = context->send_functions().size(),
+                             .num_recv_functions = context->num_recv_functions(),
+                             .known_workers = std::vector<int>(workers.begin(), workers.end()),
+                             .num_gradients = context->gradients().size()});
+  }
+  std::sort(info.contexts.begin(), info.contexts.end(),
+            [](const ContextDebugInfo& a, const ContextDebugInfo& b) { return a.id < b.id; });
+  info.num_autograd_contexts = info.contexts.size();
+  return info;
 }
 
 }  // namespace distgrad::autograd

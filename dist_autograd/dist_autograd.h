@@ -17,12 +17,18 @@
 //     dg::autograd::backward(ctx, {loss});                 // t1.grad(), t2.grad(), t4.grad() set
 //     auto grads = dg::autograd::get_gradients(ctx);       // this worker's leaves -> gradients
 //   }                                                      // released here and on every worker
+//
+// backward, grad and get_gradients take the Context or its id: a function that a worker runs
+// with the driver's ctx.id() may run a backward pass of that context from its own tensors
+// (torch.distributed.autograd.backward(context_id, roots)).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/node.h"
 #include "dist_autograd/context.h"
 
@@ -45,15 +51,29 @@ class Context {
   dist_autograd::ContextScope scope_;
 };
 
+// A distributed autograd context: the Context itself, or its id on any worker the context
+// reached (a remote function given the driver's ctx.id()).
+class ContextId {
+ public:
+  ContextId(const Context& context) : id_(context.id()) {}  // NOLINT(google-explicit-constructor)
+  ContextId(int64_t id) : id_(id) {}                        // NOLINT(google-explicit-constructor)
+  int64_t value() const { return id_; }
+
+ private:
+  int64_t id_;
+};
+
 // Runs a distributed backward pass from `roots` (one-element tensors; gradients of ones), adds
 // the gradients this pass computed for this worker's leaves into their .grad() (only for
-// `inputs` when given), and accumulates every worker's in the context. `retain_graph` applies
-// on every worker. Errors anywhere come back naming the worker.
-void backward(const Context& context, const TensorList& roots, bool retain_graph = false,
-              const TensorList& inputs = {});
+// `inputs` when given), and accumulates every worker's in the context. `retain_graph` (default
+// false) applies on every worker; create_graph across workers is not supported yet (an error).
+// Errors anywhere come back naming the worker.
+void backward(ContextId context, const TensorList& roots, const BackwardOptions& options);
+void backward(ContextId context, const TensorList& roots, bool retain_graph = false, const TensorList& inputs = {});
 // The same pass, leaving .grad() alone: returns the context's gradients of `inputs` (leaves of
 // this worker). An input without one is an error unless `allow_unused` (then undefined).
-TensorList grad(const Context& context, const TensorList& outputs, const TensorList& inputs, bool retain_graph = false,
+TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, const GradOptions& options);
+TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, bool retain_graph = false,
                 bool allow_unused = false);
 
 // The gradients accumulated in the context for this worker's leaves.
@@ -70,17 +90,36 @@ class GradientMap {
  private:
   std::vector<dist_autograd::LeafGradient> entries_;
 };
-GradientMap get_gradients(const Context& context);
-// The same by id, on any worker the context reached (PyTorch's get_gradients(context_id)): a
-// remote function given the driver's ctx.id() reads its own leaves' gradients. Throws naming
-// this worker when the context is not (or no longer) here.
-GradientMap get_gradients(int64_t context_id);
+// On any worker the context reached (PyTorch's get_gradients(context_id)): a remote function
+// given the driver's ctx.id() reads its own leaves' gradients. Throws naming this worker when the
+// context is not (or no longer) here.
+GradientMap get_gradients(ContextId context);
+
+// One context as this process holds it (torch's ctx._send_functions(), _recv_functions() and
+// _known_worker_ids()).
+struct ContextDebugInfo {
+  int64_t id = 0;
+  // SendBackward nodes: messages from this process that carried tensors requiring grad.
+  size_t num_send_functions = 0;
+  // RecvBackward nodes: messages to this process that carried tensors requiring grad.
+  size_t num_recv_functions = 0;
+  // The ranks this process's calls in the context reached, ascending.
+  std::vector<int> known_workers;
+  // This process's leaves with a gradient accumulated in the context.
+  size_t num_gradients = 0;
+};
+
+// What distributed autograd holds in this process, a snapshot for tests and diagnostics
+// (torch.distributed.autograd._get_debug_info()). Released contexts are gone from it.
+struct DebugInfo {
+  size_t num_autograd_contexts = 0;
+  std::vector<ContextDebugInfo> contexts;  // ascending id
+
+  // The context `id`, or null when it is not (or no longer) in this process.
+  const ContextDebugInfo* find(int64_t id) const;
+  // "2 contexts; context 1: 3 sends, 1 recv, workers [1, 2], 2 gradients; context 7: ...".
+  std::string str() const;
+};
+DebugInfo get_debug_info();
 
 }  // namespace distgrad::autograd
-
-namespace distgrad::dist_autograd {
-
-// Contexts alive in this process (released ones are gone), for tests and diagnostics.
-size_t num_live_contexts();
-
-}  // namespace distgrad::dist_autograd

@@ -70,7 +70,7 @@ std::shared_ptr<nn::Sequential> make_model(const std::string& kind) {
 // The first `limit` samples (all when limit is 0 or not below the count).
 dg::data::FashionMnist first(dg::data::FashionMnist data, int64_t limit) {
   if (limit <= 0 || limit >= data.labels.numel()) return data;
-  return {dg::ops::narrow(data.images, 0, 0, limit), dg::ops::narrow(data.labels, 0, 0, limit)};
+  return {dg::narrow(data.images, 0, 0, limit), dg::narrow(data.labels, 0, 0, limit)};
 }
 
 // Test accuracy computed by the whole group: rank r classifies test batches r, r + world, ...
@@ -83,8 +83,8 @@ double test_accuracy(nn::Module& model, const dg::data::FashionMnist& test, dg::
   int64_t correct = 0;
   for (int64_t begin = pg.rank() * kTestBatch; begin < n; begin += pg.size() * kTestBatch) {
     const int64_t size = std::min(kTestBatch, n - begin);
-    const dg::Tensor predicted = dg::ops::argmax(model.forward(dg::ops::narrow(test.images, 0, begin, size)), 1);
-    correct += dg::ops::sum(dg::ops::eq(predicted, dg::ops::narrow(test.labels, 0, begin, size))).item<int64_t>();
+    const dg::Tensor predicted = dg::argmax(model.forward(dg::narrow(test.images, 0, begin, size)), 1);
+    correct += dg::sum(dg::eq(predicted, dg::narrow(test.labels, 0, begin, size))).item<int64_t>();
   }
   model.train();
   dg::Tensor total = dg::from_vector(std::vector<int64_t>{correct});

@@ -16,7 +16,7 @@
 #include "absl/flags/flag.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
-#include "core/ops.h"
+#include "core/random.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "examples/command_line.h"
@@ -54,8 +54,8 @@ double test_accuracy(nn::Module& model, const dg::data::FashionMnist& test) {
   model.eval();
   int64_t correct = 0;
   for (const dg::data::Batch& batch : dg::data::DataLoader(test.images, test.labels, {.batch_size = 1000})) {
-    const dg::Tensor predicted = dg::ops::argmax(model.forward(batch.inputs), 1);
-    correct += dg::ops::sum(dg::ops::eq(predicted, batch.targets)).item<int64_t>();
+    const dg::Tensor predicted = dg::argmax(model.forward(batch.inputs), 1);
+    correct += dg::sum(dg::eq(predicted, batch.targets)).item<int64_t>();
   }
   model.train();
   return static_cast<double>(correct) / static_cast<double>(test.labels.numel());
@@ -92,7 +92,7 @@ int train() {
   dg::data::FashionMnist train = dg::data::load_fashion_mnist(dg::data::Split::kTrain);
   const dg::data::FashionMnist test = dg::data::load_fashion_mnist(dg::data::Split::kTest);
   if (const int64_t limit = absl::GetFlag(FLAGS_train_limit); limit > 0 && limit < train.labels.numel()) {
-    train = {dg::ops::narrow(train.images, 0, 0, limit), dg::ops::narrow(train.labels, 0, 0, limit)};
+    train = {dg::narrow(train.images, 0, 0, limit), dg::narrow(train.labels, 0, 0, limit)};
   }
 
   std::shared_ptr<nn::Sequential> model = make_model(kind);

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -18,10 +20,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "autograd/ops.h"
 #include "core/creation.h"
 #include "core/error.h"
-#include "core/ops.h"
 #include "data/fashion_mnist.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
@@ -76,15 +78,16 @@ inline std::shared_ptr<dg::nn::Sequential> conv_net(int64_t ways) {
   return net;
 }
 
-// One network per thread and number of ways, for functional_call (which swaps tensors into the
-// module, so threads serving calls at once must not share one). The caller's parameters and
-// buffers replace all of its own, so it never needs to move to their device.
-inline dg::nn::Sequential& thread_net(int64_t ways) {
-  thread_local std::vector<std::pair<int64_t, std::shared_ptr<dg::nn::Sequential>>> nets;
-  for (auto& [net_ways, net] : nets) {
-    if (net_ways == ways) return *net;
-  }
-  return *nets.emplace_back(ways, conv_net(ways)).second;
+// One network per number of ways, whose architecture functional_call runs, shared by the threads
+// that serve calls at once. The caller's parameters and buffers replace all of its own, so it never
+// needs to move to their device.
+inline dg::nn::Sequential& shared_net(int64_t ways) {
+  static std::mutex nets_mutex;
+  static std::map<int64_t, std::shared_ptr<dg::nn::Sequential>> nets ABSL_GUARDED_BY(nets_mutex);
+  const std::lock_guard<std::mutex> lock(nets_mutex);
+  std::shared_ptr<dg::nn::Sequential>& net = nets[ways];
+  if (net == nullptr) net = conv_net(ways);
+  return *net;
 }
 
 // The query loss and accuracy of one task (tensors without the leading task dim) after
@@ -99,8 +102,8 @@ inline std::tuple<dg::Tensor, double> adapted_query_loss_and_accuracy(dg::nn::Mo
   }
   const dg::Tensor logits = dg::nn::functional_call(net, params, task.x_query);
   const dg::Tensor loss = dg::nn::cross_entropy(logits, task.y_query);
-  const dg::Tensor correct = dg::ops::eq(dg::ops::argmax(logits.detach(), 1), task.y_query);
-  return {loss, dg::ops::mean(dg::ops::to(correct, dg::kFloat64)).item<double>()};
+  const dg::Tensor correct = dg::eq(dg::argmax(logits.detach(), 1), task.y_query);
+  return {loss, dg::mean(dg::to(correct, dg::kFloat64)).item<double>()};
 }
 
 // Draws tasks from some classes of a dataset.
@@ -115,7 +118,7 @@ class TaskSampler {
     DISTGRAD_CHECK(shape_.shots >= 1 && shape_.queries >= 1,
                    "TaskSampler: expected at least one shot and query, found ", shape_.shots, " shots and ",
                    shape_.queries, " queries");
-    const dg::Tensor labels = dg::ops::contiguous(dataset.labels);
+    const dg::Tensor labels = dg::contiguous(dataset.labels);
     const int64_t* label = labels.data<int64_t>();
     for (int64_t image = 0; image < labels.numel(); ++image) {
       for (size_t slot = 0; slot < classes_.size(); ++slot) {
@@ -147,8 +150,8 @@ class TaskSampler {
       }
     }
     auto gather = [&](const std::vector<int64_t>& images, int64_t per_task) {
-      return dg::ops::reshape(dg::ops::index_select(images_, 0, dg::from_vector(images)),
-                              {count, per_task, 1, dg::data::kFashionMnistImageSize, dg::data::kFashionMnistImageSize});
+      return dg::reshape(dg::index_select(images_, 0, dg::from_vector(images)),
+                         {count, per_task, 1, dg::data::kFashionMnistImageSize, dg::data::kFashionMnistImageSize});
     };
     return {gather(support_images, ways * shots), dg::from_vector(support_labels, {count, ways * shots}),
             gather(query_images, ways * queries), dg::from_vector(query_labels, {count, ways * queries})};

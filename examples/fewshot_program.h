@@ -32,7 +32,7 @@ ABSL_FLAG(uint64_t, seed, 0, "random seed");
 // Runs on a worker: the query loss and accuracy of one task after adapting `params` to it.
 inline std::tuple<distgrad::Tensor, double> adapt_and_evaluate(distgrad::nn::ParamDict params, fewshot::Episodes task,
                                                                fewshot::InnerLoop inner) {
-  return fewshot::adapted_query_loss_and_accuracy(fewshot::thread_net(inner.ways), std::move(params), task, inner);
+  return fewshot::adapted_query_loss_and_accuracy(fewshot::shared_net(inner.ways), std::move(params), task, inner);
 }
 DISTGRAD_REMOTE(adapt_and_evaluate);
 
@@ -87,9 +87,9 @@ inline std::shared_ptr<dg::nn::Sequential> conv_net_for(dg::Device device) {
 
 // `tasks` on `device`, the images in --dtype.
 inline Episodes to_device(Episodes tasks, dg::Device device) {
-  for (dg::Tensor* images : {&tasks.x_support, &tasks.x_query}) *images = dg::ops::to(*images, compute_dtype());
+  for (dg::Tensor* images : {&tasks.x_support, &tasks.x_query}) *images = dg::to(*images, compute_dtype());
   for (dg::Tensor* tensor : {&tasks.x_support, &tasks.y_support, &tasks.x_query, &tasks.y_query}) {
-    *tensor = dg::ops::to(*tensor, device);
+    *tensor = dg::to(*tensor, device);
   }
   return tasks;
 }

@@ -121,7 +121,7 @@ void plot_history(const History& history, const std::string& path) {
 void add_gradients(const dg::nn::Module& net, int iteration, dg::NamedTensors& gradients) {
   for (const auto& [name, parameter] : net.named_parameters()) {
     gradients.emplace_back("iteration" + std::to_string(iteration) + "/" + name,
-                           dg::ops::to(parameter.grad(), dg::Device::cpu()));
+                           dg::to(parameter.grad(), dg::Device::cpu()));
   }
 }
 

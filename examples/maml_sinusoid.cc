@@ -38,10 +38,10 @@ using sinusoid::Tasks;
 
 namespace {
 
-// One network per thread: functional_call swaps tensors into the module, so threads that serve
-// calls at the same time must not share one.
-sinusoid::Net& thread_net() {
-  thread_local sinusoid::Net net;
+// The network whose architecture functional_call runs: one for the process, shared by the
+// threads that serve calls at once (each call brings all the weights).
+sinusoid::Net& shared_net() {
+  static sinusoid::Net net;
   return net;
 }
 
@@ -49,13 +49,13 @@ sinusoid::Net& thread_net() {
 
 // Runs on a worker: the query loss of one task after adapting `params` to its support set.
 dg::Tensor adapt_and_eval(dg::nn::ParamDict params, Tasks task, int inner_steps, double inner_lr) {
-  return sinusoid::adapted_query_loss(thread_net(), std::move(params), task, inner_steps, inner_lr);
+  return sinusoid::adapted_query_loss(shared_net(), std::move(params), task, inner_steps, inner_lr);
 }
 DISTGRAD_REMOTE(adapt_and_eval);
 
 // Runs on a worker: the adapted model's predictions at `x` ([G, 1]), for the plot.
 dg::Tensor adapted_fit(dg::nn::ParamDict params, Tasks task, dg::Tensor x, int inner_steps, double inner_lr) {
-  sinusoid::Net& net = thread_net();
+  sinusoid::Net& net = shared_net();
   params = sinusoid::adapt(net, std::move(params), task, inner_steps, inner_lr);
   dg::autograd::NoGradGuard no_grad;
   return dg::nn::functional_call(net, params, x);
@@ -76,7 +76,7 @@ double meta_test_loss(const sinusoid::Net& net, dg::Generator& generator) {
 }
 
 std::vector<double> to_vector(const dg::Tensor& tensor) {
-  const dg::Tensor flat = dg::ops::to(dg::ops::reshape(tensor.detach(), {-1}), dg::kFloat64);
+  const dg::Tensor flat = dg::to(dg::reshape(tensor.detach(), {-1}), dg::kFloat64);
   std::vector<double> values(static_cast<size_t>(flat.numel()));
   for (int64_t i = 0; i < flat.numel(); ++i) values[static_cast<size_t>(i)] = flat.at<double>({i});
   return values;
@@ -88,7 +88,7 @@ void plot_fits(const sinusoid::Net& net, dg::Generator& generator, const std::st
   constexpr int64_t kTasks = 3, kPoints = 100;
   const Tasks tasks = sinusoid::sample_tasks(kTasks, absl::GetFlag(FLAGS_shots), generator);
   const dg::Tensor grid =
-      dg::ops::expand(dg::ops::reshape(dg::linspace(-5.0, 5.0, kPoints), {1, kPoints, 1}), {kTasks, kPoints, 1});
+      dg::expand(dg::reshape(dg::linspace(-5.0, 5.0, kPoints), {1, kPoints, 1}), {kTasks, kPoints, 1});
   const std::vector<dg::Tensor> fits =
       dg::remote_sync_call(adapted_fit,
                            dg::args(dg::nn::module_clone(net, dg::nn::CloneBy::kDeepcopy), tasks, grid,

@@ -1,19 +1,20 @@
-// Fits y = sin(x) on [-pi, pi] with a two-layer tanh network, using only the tensor core.
+// Fits y = sin(x) on [-pi, pi] with a two-layer tanh network and a backward pass written by hand.
 //
-// The backward pass is written by hand with core ops (the autograd layer builds on the same
-// ops); the run prints the loss as it trains and exits non-zero if the fit did not converge.
+// Nothing requires grad, so the ops (distgrad's one op surface, autograd/ops.h) record no graph:
+// this is what autograd's engine automates. The run prints the loss as it trains; with
+// --max_mse it exits non-zero when the final loss is above that (the test's check).
 //
-//   build/examples/sine_regression [--steps N] [--hidden H] [--lr LR] [--seed S]
+//   build/examples/sine_regression [--steps N] [--hidden H] [--lr LR] [--seed S] [--max_mse M]
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <string>
 
-#include "core/ops.h"
+#include "distgrad.h"
 
 namespace dg = distgrad;
-using namespace distgrad::ops;
+using namespace distgrad;
 
 namespace {
 
@@ -22,6 +23,7 @@ struct Options {
   int64_t hidden = 32;
   double lr = 0.05;
   uint64_t seed = 0;
+  double max_mse = 0;  // 0: no check
 };
 
 Options parse(int argc, char** argv) {
@@ -29,7 +31,8 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << "usage: sine_regression [--steps N] [--hidden H] [--lr LR] [--seed S]\n";
+      std::cout << "usage: sine_regression [--steps N] [--hidden H] [--lr LR] [--seed S] [--max_mse M]\n"
+                   "  --max_mse M  exit non-zero when the final mean squared error is above M (default 0: no check)\n";
       std::exit(0);
     }
     if (i + 1 >= argc) {
@@ -41,6 +44,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--hidden") options.hidden = std::stoll(value);
     else if (flag == "--lr") options.lr = std::stod(value);
     else if (flag == "--seed") options.seed = std::stoull(value);
+    else if (flag == "--max_mse") options.max_mse = std::stod(value);
     else {
       std::cerr << "sine_regression: unknown flag " << flag << " (try --help)\n";
       std::exit(2);
@@ -110,8 +114,8 @@ int main(int argc, char** argv) {
   const dg::Tensor fit = addmm(net.b2, tanh(addmm(net.b1, probe, net.w1)), net.w2);
   std::cout << "x      = " << reshape(probe, {3}) << "\nfit(x) = " << reshape(fit, {3})
             << "\nsin(x) = " << reshape(sin(probe), {3}) << "\n";
-  if (!(loss_value < 0.01 && loss_value < first_loss)) {
-    std::cerr << "sine_regression: training did not converge (final mse " << loss_value << ")\n";
+  if (options.max_mse > 0 && !(loss_value <= options.max_mse)) {
+    std::cerr << "sine_regression: the final mse " << loss_value << " is above --max_mse " << options.max_mse << "\n";
     return 1;
   }
   return 0;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "autograd/ops.h"
-#include "core/ops.h"
+#include "core/random.h"
 #include "core/safetensors.h"
 #include "nn/activation.h"
 #include "nn/functional_call.h"
@@ -38,11 +38,10 @@ inline Tasks select_task(const Tasks& tasks, int64_t index) {
 }
 
 inline Tasks sample_tasks(int64_t tasks, int64_t shots, dg::Generator& generator = dg::default_generator()) {
-  namespace ops = dg::ops;
-  const dg::Tensor amplitude = ops::add(ops::mul(dg::rand({tasks, 1, 1}, {}, generator), 4.9), 0.1);
-  const dg::Tensor phase = ops::mul(dg::rand({tasks, 1, 1}, {}, generator), std::numbers::pi);
-  auto points = [&] { return ops::sub(ops::mul(dg::rand({tasks, shots, 1}, {}, generator), 10.0), 5.0); };
-  auto targets = [&](const dg::Tensor& x) { return ops::mul(ops::sin(ops::add(x, phase)), amplitude); };
+  const dg::Tensor amplitude = dg::add(dg::mul(dg::rand({tasks, 1, 1}, {}, generator), 4.9), 0.1);
+  const dg::Tensor phase = dg::mul(dg::rand({tasks, 1, 1}, {}, generator), std::numbers::pi);
+  auto points = [&] { return dg::sub(dg::mul(dg::rand({tasks, shots, 1}, {}, generator), 10.0), 5.0); };
+  auto targets = [&](const dg::Tensor& x) { return dg::mul(dg::sin(dg::add(x, phase)), amplitude); };
   Tasks result;
   result.x_support = points();
   result.x_query = points();

@@ -61,7 +61,7 @@ Tensor BatchNorm::forward(const Tensor& input) {
 }
 
 BatchNorm::NormalizedBatch BatchNorm::normalize_batch(const Tensor& input, const Shape& /*dims*/) {
-  const ops::BatchNormOutputs result = distgrad::batch_norm(input, weight, bias, options_.eps);
+  const BatchNormOutputs result = distgrad::batch_norm(input, weight, bias, options_.eps);
   return {result.output, result.mean, result.var, input.numel() / num_features_};
 }
 
@@ -80,15 +80,15 @@ Tensor BatchNorm::normalize(const Tensor& input, const Tensor& mean, const Tenso
 
 void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count) {
   autograd::NoGradGuard no_grad;
-  ops::add_(num_batches_tracked, 1.0);
+  untracked::add_(num_batches_tracked, 1.0);
   const double factor =
       options_.momentum ? *options_.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
   const double bessel = static_cast<double>(count) / static_cast<double>(count - 1);
-  const Tensor unbiased_var = ops::mul(batch_var, bessel);
-  ops::mul_(running_mean, 1.0 - factor);
-  ops::add_(running_mean, ops::mul(batch_mean, factor));
-  ops::mul_(running_var, 1.0 - factor);
-  ops::add_(running_var, ops::mul(unbiased_var, factor));
+  const Tensor unbiased_var = untracked::mul(batch_var, bessel);
+  untracked::mul_(running_mean, 1.0 - factor);
+  untracked::add_(running_mean, untracked::mul(batch_mean, factor));
+  untracked::mul_(running_var, 1.0 - factor);
+  untracked::add_(running_var, untracked::mul(unbiased_var, factor));
 }
 
 }  // namespace distgrad::nn

@@ -6,7 +6,7 @@
 
 namespace distgrad::nn {
 
-ParameterSwap::ParameterSwap(const Module& module, const ParamDict& params) {
+ParameterSwap::ParameterSwap(const Module& module, const ParamDict& params) : lock_(module) {
   const std::vector<Module::Slot> slots = module.slots();
   std::set<std::string> used;
   std::vector<Tensor> replacements;
@@ -35,6 +35,7 @@ ParameterSwap::~ParameterSwap() {
 }
 
 ParamDict module_clone(const Module& module, CloneBy by, bool detach_buffers) {
+  const Module::SlotLock lock(module);
   ParamDict result;
   for (const Module::Slot& slot : module.slots()) {
     const Tensor& tensor = *slot.tensor;

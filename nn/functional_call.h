@@ -17,8 +17,9 @@
 //   dg::nn::ParamDict fast = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
 //   dg::Tensor y = dg::nn::functional_call(net, fast, x);
 //
-// A module must not run functional_call on two threads at once (the swap is not guarded);
-// give each thread its own module.
+// Many threads may run functional_call on one module at once: each holds the module's slot
+// locks while its tensors stand in the slots (Note [Slot locking] in nn/module.h), so their
+// forwards run one at a time and each sees its own tensors; module_clone takes the same locks.
 #pragma once
 
 #include <utility>
@@ -29,7 +30,8 @@
 
 namespace distgrad::nn {
 
-// Puts `params` into the module's slots for its lifetime (the RAII part of functional_call).
+// Puts `params` into the module's slots for its lifetime, holding their locks (the RAII part of
+// functional_call).
 class ParameterSwap {
  public:
   ParameterSwap(const Module& module, const ParamDict& params);
@@ -38,6 +40,7 @@ class ParameterSwap {
   ParameterSwap& operator=(const ParameterSwap&) = delete;
 
  private:
+  Module::SlotLock lock_;                          // taken before the swap, released after the restore
   std::vector<std::pair<Tensor*, Tensor>> saved_;  // slot -> the module's own tensor
 };
 

@@ -11,7 +11,7 @@ Tensor uniform(const Shape& sizes, double low, double high, TensorOptions option
                  dtype_name(options.dtype));
   DISTGRAD_CHECK(low <= high, "nn::init::uniform: expected low <= high, found low=", low, ", high=", high);
   const TensorOptions plain{.dtype = options.dtype, .device = options.device};
-  return ops::add(ops::mul(rand(sizes, plain), high - low), low);
+  return untracked::add(untracked::mul(rand(sizes, plain), high - low), low);
 }
 
 Tensor fan_in_uniform(const Shape& sizes, int64_t fan_in, TensorOptions options) {

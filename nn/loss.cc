@@ -48,22 +48,23 @@ Tensor negative_gathered(const char* loss, const char* scores_name, const Tensor
                  ", found a ", target.describe());
   const int64_t classes = scores.size(1);
   if (target.numel() > 0) {
-    const int64_t lowest = ops::min(target).item<int64_t>();
-    const int64_t highest = ops::max(target).item<int64_t>();
+    const int64_t lowest = untracked::min(target).item<int64_t>();
+    const int64_t highest = untracked::max(target).item<int64_t>();
     const int64_t offending = lowest < 0 ? lowest : highest;
     DISTGRAD_CHECK(lowest >= 0 && highest < classes, loss, ": target index ", offending, " is out of range for ",
                    classes, " classes [0, ", classes, ")");
   }
-  return neg(squeeze(gather(scores, 1, ops::unsqueeze(target, 1)), 1));
+  return neg(squeeze(gather(scores, 1, untracked::unsqueeze(target, 1)), 1));
 }
 
 // The elementwise binary cross entropy, recorded as one op whose gradients are PyTorch's
 // formulas (finite where a probability is exactly 0 or 1), written with differentiable ops so
 // that they can be differentiated again.
 Tensor binary_cross_entropy_elementwise(const Tensor& p, const Tensor& target) {
-  Tensor losses = ops::neg(ops::add(
-      ops::mul(target, ops::clamp(ops::log(p), -100.0, std::nullopt)),
-      ops::mul(ops::sub(ones_like(target), target), ops::clamp(ops::log1p(ops::neg(p)), -100.0, std::nullopt))));
+  Tensor losses = untracked::neg(
+      untracked::add(untracked::mul(target, untracked::clamp(untracked::log(p), -100.0, std::nullopt)),
+                     untracked::mul(untracked::sub(ones_like(target), target),
+                                    untracked::clamp(untracked::log1p(untracked::neg(p)), -100.0, std::nullopt))));
   if (auto node =
           autograd::record("BinaryCrossEntropyBackward", {&p, &target}, {&losses}, [](const BackwardContext& ctx) {
             const Tensor &p = ctx.saved[0], &target = ctx.saved[1];
@@ -103,8 +104,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 Tensor binary_cross_entropy(const Tensor& probabilities, const Tensor& target, Reduction reduction) {
   check_same_floating("binary_cross_entropy", "probabilities", probabilities, target);
   if (probabilities.numel() > 0) {
-    const double lowest = ops::min(probabilities).item<double>();
-    const double highest = ops::max(probabilities).item<double>();
+    const double lowest = untracked::min(probabilities).item<double>();
+    const double highest = untracked::max(probabilities).item<double>();
     DISTGRAD_CHECK(lowest >= 0 && highest <= 1, "binary_cross_entropy: expected probabilities in [0, 1], found ",
                    lowest < 0 ? lowest : highest);
   }

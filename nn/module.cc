@@ -54,7 +54,15 @@ std::vector<Module::Slot> Module::slots() const {
   return slots;
 }
 
+Module::SlotLock::SlotLock(const Module& module) { lock_subtree(module); }
+
+void Module::SlotLock::lock_subtree(const Module& module) {
+  locks_.emplace_back(module.slots_mutex_);
+  for (const auto& [name, child] : module.children_) lock_subtree(*child);
+}
+
 ParamDict Module::named_parameters(bool recurse) const {
+  const SlotLock lock(*this);
   ParamDict result;
   for (const Slot& slot : recurse ? slots() : own_slots_) {
     if (slot.is_parameter) result.insert(slot.name, *slot.tensor);
@@ -65,6 +73,7 @@ ParamDict Module::named_parameters(bool recurse) const {
 std::vector<Tensor> Module::parameters(bool recurse) const { return named_parameters(recurse).values(); }
 
 ParamDict Module::named_buffers(bool recurse) const {
+  const SlotLock lock(*this);
   ParamDict result;
   for (const Slot& slot : recurse ? slots() : own_slots_) {
     if (!slot.is_parameter && slot.tensor->defined()) result.insert(slot.name, *slot.tensor);
@@ -96,14 +105,17 @@ void convert_slots(const std::vector<Module::Slot>& slots, Convert convert) {
 }  // namespace
 
 void Module::to(Device device) {
-  convert_slots(slots(), [device](const Tensor& t) { return ops::to(t, device); });
+  const SlotLock lock(*this);
+  convert_slots(slots(), [device](const Tensor& t) { return untracked::to(t, device); });
 }
 
 void Module::to(DType dtype) {
-  convert_slots(slots(), [dtype](const Tensor& t) { return is_floating(t.dtype()) ? ops::to(t, dtype) : t; });
+  const SlotLock lock(*this);
+  convert_slots(slots(), [dtype](const Tensor& t) { return is_floating(t.dtype()) ? untracked::to(t, dtype) : t; });
 }
 
 ParamDict Module::state_dict() const {
+  const SlotLock lock(*this);
   ParamDict state;
   for (const Slot& slot : slots()) {
     if (slot.tensor->defined()) state.insert(slot.name, slot.tensor->detach());
@@ -112,6 +124,7 @@ ParamDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const ParamDict& state, bool strict) {
+  const SlotLock lock(*this);
   // Everything is checked before anything is copied, so that a failed load changes nothing.
   std::set<std::string> known;
   std::vector<std::string> missing;
@@ -140,10 +153,11 @@ void Module::load_state_dict(const ParamDict& state, bool strict) {
                    unexpected.empty() ? "" : "; unexpected keys: " + unexpected);
   }
   autograd::NoGradGuard no_grad;
-  for (const auto& [slot, value] : copies) ops::copy_(*slot, *value);
+  for (const auto& [slot, value] : copies) untracked::copy_(*slot, *value);
 }
 
 void Module::zero_grad() {
+  const SlotLock lock(*this);
   for (const Slot& slot : slots()) {
     if (slot.is_parameter && slot.tensor->defined()) slot.tensor->set_grad(Tensor());
   }
@@ -152,8 +166,8 @@ void Module::zero_grad() {
 void save(const Module& module, const std::string& path) { save_safetensors(path, module.state_dict().entries()); }
 
 void load(Module& module, const std::string& path, bool strict) {
-  const std::vector<Module::Slot> slots = module.slots();
-  const Device device = slots.empty() || !slots[0].tensor->defined() ? Device::cpu() : slots[0].tensor->device();
+  const ParamDict state = module.state_dict();
+  const Device device = state.empty() ? Device::cpu() : state.entries()[0].second.device();
   module.load_state_dict(ParamDict(load_safetensors(path, device).tensors), strict);
 }
 

@@ -22,9 +22,23 @@
 // goes through those pointers, so layers simply use their members in forward(). A module is
 // therefore neither copyable nor movable (the pointers would dangle): hold it by value in
 // place or by shared_ptr, as children are.
+//
+// Note [Slot locking]
+// functional_call puts other tensors into a module's slots while its forward runs. So that many
+// threads may run functional_call on one module at once (the worker threads of an RPC server
+// serving one model, TorchOpt style), each module has a recursive mutex over its slots, and
+// functional_call holds those of the whole subtree from the swap until the module's own tensors
+// are back: concurrent functional_calls on one module run their forwards one at a time, and what
+// they compute from the forward (gradients, inner steps) runs in parallel. Everything else that
+// reads or writes slots holds them too (named_parameters, named_buffers, state_dict, to,
+// load_state_dict, zero_grad, module_clone), so it sees the module's own tensors. Locks are taken
+// parents before children, so callers on overlapping subtrees never wait on each other in a
+// cycle; the mutex is recursive, so a forward may call functional_call on its own module or a
+// child. A plain forward() on another thread is not guarded: it reads the slots as they are.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +94,17 @@ class Module {
   };
   std::vector<Slot> slots() const;
 
+  // Holds the slot locks of this module and its descendants (Note [Slot locking]) while it lives.
+  class SlotLock {
+   public:
+    explicit SlotLock(const Module& module);
+
+   private:
+    void lock_subtree(const Module& module);
+
+    std::vector<std::unique_lock<std::recursive_mutex>> locks_;  // parents before children
+  };
+
  protected:
   // Registers `slot` (a member of this module) as a parameter: it is made a leaf that
   // requires grad. Names must be unique within the module and contain no dot.
@@ -97,6 +122,9 @@ class Module {
   void collect_slots(const std::string& prefix, std::vector<Slot>& slots) const;
 
   bool training_ = true;
+  // Guards the tensors that own_slots_ point to against functional_call's swaps (Note [Slot
+  // locking]); registration, in the constructor, needs no lock.
+  mutable std::recursive_mutex slots_mutex_;
   std::vector<Slot> own_slots_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };

@@ -46,38 +46,38 @@ void Adam::update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& st
   }
   const Tensor& step_count = state.at("step");
   const auto step = static_cast<double>(step_count.item<int64_t>() + 1);
-  ops::fill_(step_count, step);
+  untracked::fill_(step_count, step);
 
   Tensor g = grad;
   if (options_.weight_decay != 0) {
     if (decoupled_weight_decay_) {
-      ops::mul_(parameter, 1 - options_.lr * options_.weight_decay);
+      untracked::mul_(parameter, 1 - options_.lr * options_.weight_decay);
     } else {
-      g = ops::add(g, ops::mul(parameter, options_.weight_decay));
+      g = untracked::add(g, untracked::mul(parameter, options_.weight_decay));
     }
   }
   const Tensor& exp_avg = state.at("exp_avg");
   const Tensor& exp_avg_sq = state.at("exp_avg_sq");
   // The same arithmetic as torch.optim, in place wherever a temporary can be reused: a step
   // is a handful of passes over each parameter, not one pass and one allocation per operator.
-  const Tensor momentum_step = ops::sub(g, exp_avg);
-  ops::add_(exp_avg, ops::mul_(momentum_step, 1 - beta1));
-  ops::mul_(exp_avg_sq, beta2);
-  const Tensor square = ops::mul(g, g);
-  ops::add_(exp_avg_sq, ops::mul_(square, 1 - beta2));
+  const Tensor momentum_step = untracked::sub(g, exp_avg);
+  untracked::add_(exp_avg, untracked::mul_(momentum_step, 1 - beta1));
+  untracked::mul_(exp_avg_sq, beta2);
+  const Tensor square = untracked::mul(g, g);
+  untracked::add_(exp_avg_sq, untracked::mul_(square, 1 - beta2));
 
   Tensor second_moment = exp_avg_sq;
   if (options_.amsgrad) {
     const Tensor& max_exp_avg_sq = state.at("max_exp_avg_sq");
-    ops::copy_(max_exp_avg_sq, ops::maximum(max_exp_avg_sq, exp_avg_sq));
+    untracked::copy_(max_exp_avg_sq, untracked::maximum(max_exp_avg_sq, exp_avg_sq));
     second_moment = max_exp_avg_sq;
   }
   const double step_size = options_.lr / (1 - std::pow(beta1, step));
   const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, step));
-  const Tensor denominator = ops::sqrt(second_moment);
-  ops::add_(ops::div_(denominator, bias_correction2_sqrt), options_.eps);
-  const Tensor update = ops::div(exp_avg, denominator);
-  ops::sub_(parameter, ops::mul_(update, step_size));
+  const Tensor denominator = untracked::sqrt(second_moment);
+  untracked::add_(untracked::div_(denominator, bias_correction2_sqrt), options_.eps);
+  const Tensor update = untracked::div(exp_avg, denominator);
+  untracked::sub_(parameter, untracked::mul_(update, step_size));
 }
 
 }  // namespace distgrad::optim

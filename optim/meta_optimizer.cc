@@ -26,8 +26,8 @@ nn::ParamDict MetaOptimizer::step(const Tensor& loss) {
   const auto& entries = params_.entries();
   std::vector<Tensor> inputs;
   for (size_t i : optimized_) inputs.push_back(entries[i].second);
-  const std::vector<Tensor> grads = autograd::grad({loss}, inputs, {}, /*retain_graph=*/true, /*create_graph=*/true,
-                                                   /*allow_unused=*/true);
+  const std::vector<Tensor> grads =
+      autograd::grad({loss}, inputs, {.retain_graph = true, .create_graph = true, .allow_unused = true});
   std::vector<nn::ParamDict::Entry> updated = entries;
   for (size_t k = 0; k < optimized_.size(); ++k) {
     if (grads[k].defined()) updated[optimized_[k]].second = update(k, inputs[k], grads[k]);

@@ -49,8 +49,8 @@ std::string join(const std::vector<std::string>& names) {
 
 // `t` converted to `dtype` on `device`, in memory of its own (never sharing t's).
 Tensor owned_copy(const Tensor& t, DType dtype, Device device) {
-  const Tensor converted = ops::to(ops::to(t, device), dtype);
-  return converted.data_ptr() == t.data_ptr() ? ops::clone(converted) : converted;
+  const Tensor converted = untracked::to(untracked::to(t, device), dtype);
+  return converted.data_ptr() == t.data_ptr() ? untracked::clone(converted) : converted;
 }
 
 }  // namespace
@@ -87,7 +87,7 @@ void Optimizer::zero_grad() {
 nn::ParamDict Optimizer::state_dict() const {
   nn::ParamDict dict;
   for (size_t i = 0; i < state_.size(); ++i) {
-    for (const auto& [name, tensor] : state_[i]) dict.insert(state_key(i, name), ops::clone(tensor));
+    for (const auto& [name, tensor] : state_[i]) dict.insert(state_key(i, name), untracked::clone(tensor));
   }
   dict.insert(std::string(kParameterCount), scalar_tensor(static_cast<double>(parameters_.size()), {.dtype = kInt64}));
   return dict;

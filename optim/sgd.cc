@@ -21,19 +21,20 @@ std::vector<std::string> SGD::state_names() const {
 
 void SGD::update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
   Tensor direction = grad;
-  if (options_.weight_decay != 0) direction = ops::add(direction, ops::mul(parameter, options_.weight_decay));
+  if (options_.weight_decay != 0)
+    direction = untracked::add(direction, untracked::mul(parameter, options_.weight_decay));
   if (options_.momentum != 0) {
     const Tensor* buffer = state.find("momentum_buffer");
     if (buffer == nullptr) {
-      state.insert("momentum_buffer", ops::clone(direction));
+      state.insert("momentum_buffer", untracked::clone(direction));
       buffer = state.find("momentum_buffer");
     } else {
-      ops::mul_(*buffer, options_.momentum);
-      ops::add_(*buffer, ops::mul(direction, 1 - options_.dampening));
+      untracked::mul_(*buffer, options_.momentum);
+      untracked::add_(*buffer, untracked::mul(direction, 1 - options_.dampening));
     }
-    direction = options_.nesterov ? ops::add(direction, ops::mul(*buffer, options_.momentum)) : *buffer;
+    direction = options_.nesterov ? untracked::add(direction, untracked::mul(*buffer, options_.momentum)) : *buffer;
   }
-  ops::sub_(parameter, ops::mul(direction, options_.lr));
+  untracked::sub_(parameter, untracked::mul(direction, options_.lr));
 }
 
 }  // namespace distgrad::optim

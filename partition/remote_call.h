@@ -12,10 +12,15 @@
 //   auto fut = dg::remote_async_call(fn, dg::args(params, batch), dg::batch_partitioner, dg::mean_reducer);
 //   auto r   = dg::remote_sync_call(fn, dg::args(x), 1);                       // on worker 1, unsplit
 //   auto all = dg::remote_sync_call(fn, dg::args(x), dg::batch_partitioner);   // std::vector<R>
+//   auto slow = dg::remote_sync_call(fn, dg::args(x), dg::batch_partitioner, {.timeout = 5min});
+//
+// The optional tail after the reducer, or after the partitioner without one, is a
+// RemoteCallOptions (TorchOpt's keyword `timeout`).
 //
 // parallelize(fn, partitioner, reducer) returns a callable with fn's own parameter list that
 // makes the call: without a partitioner it uses batch_partitioner and mean_reducer; with a
 // partitioner and no reducer it returns the unreduced list. parallelize_async returns futures.
+// RemoteCallOptions may follow the partitioner or the reducer, as in the calls.
 //
 //   auto meta_loss = dg::parallelize(adapt_and_eval, dg::dim_partitioner(0, {.exclusive = true,
 //                                    .keepdim = false}), dg::mean_reducer);
@@ -36,6 +41,17 @@ namespace distgrad {
 
 // "No reducer": a partitioned call returns its results as a std::vector.
 struct NoReducer {};
+
+// The optional tail of a map-reduce call: dg::remote_sync_call(fn, args, partitioner, reducer,
+// {.timeout = 5min}), or without a reducer dg::remote_sync_call(fn, args, partitioner, {...}).
+struct RemoteCallOptions {
+  // The deadline of each call; negative: the agent's default (RpcOptions::timeout).
+  std::chrono::milliseconds timeout{-1};
+};
+
+// A reducer is anything but the options (which then come after the partitioner).
+template <typename T>
+concept NotRemoteCallOptions = !std::is_same_v<std::decay_t<T>, RemoteCallOptions>;
 
 namespace partition_detail {
 
@@ -59,16 +75,16 @@ std::vector<std::pair<int, Arguments>> calls_of(const Partitioner& partitioner, 
 }  // namespace partition_detail
 
 template <typename R, typename... Params, typename Arguments, typename Partitioner = DimPartitioner,
-          typename Reducer = NoReducer>
+          NotRemoteCallOptions Reducer = NoReducer>
 auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
                        const Partitioner& partitioner = batch_partitioner, const Reducer& reducer = {},
-                       std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+                       const RemoteCallOptions& options = {}) {
   using Typed = std::tuple<std::decay_t<Params>...>;
   using Result = std::decay_t<R>;
   static_assert(std::tuple_size_v<Arguments> == sizeof...(Params),
                 "remote call: the arguments (dg::args(...)) do not match the function's parameter count");
   const Typed typed = std::make_from_tuple<Typed>(arguments);
-  const std::chrono::milliseconds deadline = timeout.count() < 0 ? rpc::default_timeout() : timeout;
+  const std::chrono::milliseconds deadline = options.timeout.count() < 0 ? rpc::default_timeout() : options.timeout;
   constexpr bool kReduced = !std::is_same_v<Reducer, NoReducer>;
   const std::vector<std::pair<int, Typed>> calls = partition_detail::calls_of(partitioner, typed);
   // No calls (an empty batch): without a reducer the result is an empty std::vector, as TorchOpt
@@ -96,38 +112,52 @@ auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
   }
 }
 
-template <typename R, typename... Params, typename Arguments, typename Partitioner = DimPartitioner,
-          typename Reducer = NoReducer>
-auto remote_sync_call(R (*function)(Params...), const Arguments& arguments,
-                      const Partitioner& partitioner = batch_partitioner, const Reducer& reducer = {},
-                      std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
-  return remote_async_call(function, arguments, partitioner, reducer, timeout).get();
+// Without a reducer, with options.
+template <typename R, typename... Params, typename Arguments, typename Partitioner>
+auto remote_async_call(R (*function)(Params...), const Arguments& arguments, const Partitioner& partitioner,
+                       const RemoteCallOptions& options) {
+  return remote_async_call(function, arguments, partitioner, NoReducer{}, options);
 }
 
-template <typename R, typename... Params, typename Partitioner, typename Reducer>
-auto parallelize_async(R (*function)(Params...), Partitioner partitioner, Reducer reducer) {
-  return [function, partitioner = std::move(partitioner), reducer = std::move(reducer)](Params... arguments) {
-    return remote_async_call(function, std::tuple<std::decay_t<Params>...>(arguments...), partitioner, reducer);
+template <typename R, typename... Params, typename Arguments, typename Partitioner = DimPartitioner,
+          NotRemoteCallOptions Reducer = NoReducer>
+auto remote_sync_call(R (*function)(Params...), const Arguments& arguments,
+                      const Partitioner& partitioner = batch_partitioner, const Reducer& reducer = {},
+                      const RemoteCallOptions& options = {}) {
+  return remote_async_call(function, arguments, partitioner, reducer, options).get();
+}
+template <typename R, typename... Params, typename Arguments, typename Partitioner>
+auto remote_sync_call(R (*function)(Params...), const Arguments& arguments, const Partitioner& partitioner,
+                      const RemoteCallOptions& options) {
+  return remote_async_call(function, arguments, partitioner, NoReducer{}, options).get();
+}
+
+template <typename R, typename... Params, typename Partitioner, NotRemoteCallOptions Reducer>
+auto parallelize_async(R (*function)(Params...), Partitioner partitioner, Reducer reducer,
+                       RemoteCallOptions options = {}) {
+  return [function, partitioner = std::move(partitioner), reducer = std::move(reducer), options](Params... arguments) {
+    return remote_async_call(function, std::tuple<std::decay_t<Params>...>(arguments...), partitioner, reducer,
+                             options);
   };
 }
 template <typename R, typename... Params, typename Partitioner>
-auto parallelize_async(R (*function)(Params...), Partitioner partitioner) {
-  return parallelize_async(function, std::move(partitioner), NoReducer{});
+auto parallelize_async(R (*function)(Params...), Partitioner partitioner, RemoteCallOptions options = {}) {
+  return parallelize_async(function, std::move(partitioner), NoReducer{}, options);
 }
 template <typename R, typename... Params>
 auto parallelize_async(R (*function)(Params...)) {
   return parallelize_async(function, batch_partitioner, mean_reducer);
 }
 
-template <typename R, typename... Params, typename Partitioner, typename Reducer>
-auto parallelize_sync(R (*function)(Params...), Partitioner partitioner, Reducer reducer) {
-  return [call = parallelize_async(function, std::move(partitioner), std::move(reducer))](Params... arguments) {
-    return call(arguments...).get();
-  };
+template <typename R, typename... Params, typename Partitioner, NotRemoteCallOptions Reducer>
+auto parallelize_sync(R (*function)(Params...), Partitioner partitioner, Reducer reducer,
+                      RemoteCallOptions options = {}) {
+  return [call = parallelize_async(function, std::move(partitioner), std::move(reducer), options)](
+             Params... arguments) { return call(arguments...).get(); };
 }
 template <typename R, typename... Params, typename Partitioner>
-auto parallelize_sync(R (*function)(Params...), Partitioner partitioner) {
-  return parallelize_sync(function, std::move(partitioner), NoReducer{});
+auto parallelize_sync(R (*function)(Params...), Partitioner partitioner, RemoteCallOptions options = {}) {
+  return parallelize_sync(function, std::move(partitioner), NoReducer{}, options);
 }
 template <typename R, typename... Params>
 auto parallelize_sync(R (*function)(Params...)) {
@@ -135,9 +165,17 @@ auto parallelize_sync(R (*function)(Params...)) {
 }
 
 // parallelize is parallelize_sync.
-template <typename R, typename... Params, typename... Rest>
-auto parallelize(R (*function)(Params...), Rest&&... partitioner_and_reducer) {
-  return parallelize_sync(function, std::forward<Rest>(partitioner_and_reducer)...);
+template <typename R, typename... Params, typename Partitioner, NotRemoteCallOptions Reducer>
+auto parallelize(R (*function)(Params...), Partitioner partitioner, Reducer reducer, RemoteCallOptions options = {}) {
+  return parallelize_sync(function, std::move(partitioner), std::move(reducer), options);
+}
+template <typename R, typename... Params, typename Partitioner>
+auto parallelize(R (*function)(Params...), Partitioner partitioner, RemoteCallOptions options = {}) {
+  return parallelize_sync(function, std::move(partitioner), options);
+}
+template <typename R, typename... Params>
+auto parallelize(R (*function)(Params...)) {
+  return parallelize_sync(function);
 }
 
 }  // namespace distgrad

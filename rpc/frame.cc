@@ -172,7 +172,7 @@ Tensor read_tensor(SliceReader& reader, const wire::TensorMeta& meta, size_t ind
       throw CodecError("tensor " + std::to_string(index) + " is meant for " + device.str() +
                        ", but this process sees no CUDA device");
     }
-    tensor = ops::to(tensor, device);
+    tensor = untracked::to(tensor, device);
   }
   return tensor;
 }

@@ -25,7 +25,7 @@ std::vector<WireTensor> TensorPaths::to_wire(const std::vector<Tensor>& tensors,
         continue;
       }
     }
-    wire.push_back({ops::contiguous(ops::to(tensor, Device::cpu())), target});
+    wire.push_back({untracked::contiguous(untracked::to(tensor, Device::cpu())), target});
     network_tensors_.fetch_add(1, std::memory_order_relaxed);
     network_bytes_.fetch_add(tensor.numel() * tensor.element_size(), std::memory_order_relaxed);
   }

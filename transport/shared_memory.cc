@@ -157,7 +157,7 @@ std::optional<SegmentRef> SendPool::put(const Tensor& tensor) {
   } else {
     Tensor target(Storage::wrap(segment->data(), nbytes, Device::cpu(), [](void*) {}), tensor.sizes(),
                   contiguous_strides(tensor.sizes()), 0, tensor.dtype());
-    ops::copy_(target, tensor);
+    untracked::copy_(target, tensor);
   }
   return segment->ref(ticket);
 }

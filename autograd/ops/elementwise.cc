@@ -16,7 +16,7 @@ using autograd::TensorList;
 namespace {
 
 // The mask as a tensor of `like`'s dtype: a constant factor in formulas.
-Tensor as_factor(const Tensor& mask, const Tensor& like) { return ops::to(mask, like.dtype()); }
+Tensor as_factor(const Tensor& mask, const Tensor& like) { return untracked::to(mask, like.dtype()); }
 
 // Records a unary op whose formula needs only the input: grad_input = formula(grad, input).
 template <typename Formula>
@@ -43,7 +43,7 @@ Tensor unary_of_result(const char* name, Tensor result, const Tensor& t, Formula
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::add(a, b);
+  Tensor result = untracked::add(a, b);
   record("AddBackward", {&a, &b}, {&result}, [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
     const Tensor& g = ctx.grads[0];
     return TensorList{ctx.needs(0) ? sum_to(g, a_sizes) : Tensor(), ctx.needs(1) ? sum_to(g, b_sizes) : Tensor()};
@@ -52,13 +52,13 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor result = ops::add(a, b);
+  Tensor result = untracked::add(a, b);
   record("AddBackward", {&a}, {&result}, [](const BackwardContext& ctx) { return TensorList{ctx.grads[0]}; });
   return result;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::sub(a, b);
+  Tensor result = untracked::sub(a, b);
   record("SubBackward", {&a, &b}, {&result}, [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
     const Tensor& g = ctx.grads[0];
     // A broadcast b's gradient is negated after the sum, on the small tensor (the same values).
@@ -70,7 +70,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 
 Tensor sub(double a, const Tensor& b) {
-  Tensor result = ops::operator-(a, b);
+  Tensor result = untracked::sub(a, b);
   record("RsubBackward", {&b}, {&result}, [](const BackwardContext& ctx) { return TensorList{neg(ctx.grads[0])}; });
   return result;
 }
@@ -84,10 +84,11 @@ Tensor product_grad(const BackwardContext& ctx, const Tensor& factor, const Shap
   const Tensor& g = ctx.grads[0];
   if (sizes == g.sizes()) {
     if (Tensor reusable = last_use ? ctx.take_reusable_grad(0) : Tensor(); reusable.defined()) {
-      return ops::mul_(reusable, factor);
+      return untracked::mul_(reusable, factor);
     }
   } else if (factor.sizes() == g.sizes() && !autograd::GradMode::is_enabled()) {
-    return ops::reshape(ops::sum_of_product(g, factor, ops::sum_to_dims(g.sizes(), sizes, "sum_to"), true), sizes);
+    return untracked::reshape(
+        untracked::sum_of_product(g, factor, untracked::sum_to_dims(g.sizes(), sizes, "sum_to"), true), sizes);
   }
   return sum_to(mul(g, factor), sizes);
 }
@@ -95,7 +96,7 @@ Tensor product_grad(const BackwardContext& ctx, const Tensor& factor, const Shap
 }  // namespace
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::mul(a, b);
+  Tensor result = untracked::mul(a, b);
   if (auto node = record("MulBackward", {&a, &b}, {&result},
                          [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
                            const Tensor &a = ctx.saved[0], &b = ctx.saved[1];
@@ -117,16 +118,16 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor result = ops::mul(a, b);
+  Tensor result = untracked::mul(a, b);
   record("MulBackward", {&a}, {&result}, [b](const BackwardContext& ctx) {
-    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{ops::mul_(g, b)};
+    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{untracked::mul_(g, b)};
     return TensorList{mul(ctx.grads[0], b)};
   });
   return result;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::div(a, b);
+  Tensor result = untracked::div(a, b);
   if (auto node = record("DivBackward", {&a, &b}, {&result},
                          [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
                            const Tensor& g = ctx.grads[0];
@@ -141,13 +142,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, double b) {
-  Tensor result = ops::div(a, b);
+  Tensor result = untracked::div(a, b);
   record("DivBackward", {&a}, {&result}, [b](const BackwardContext& ctx) { return TensorList{div(ctx.grads[0], b)}; });
   return result;
 }
 
 Tensor div(double a, const Tensor& b) {
-  Tensor result = ops::operator/(a, b);
+  Tensor result = untracked::div(a, b);
   if (auto node = record("RdivBackward", {&b}, {&result}, [a](const BackwardContext& ctx) {
         const Tensor& b = ctx.saved[0];
         return TensorList{mul(div(ctx.grads[0], mul(b, b)), -a)};
@@ -158,7 +159,7 @@ Tensor div(double a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::pow(a, b);
+  Tensor result = untracked::pow(a, b);
   if (auto node = record(
           "PowBackward", {&a, &b}, {&result}, [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
             const Tensor& g = ctx.grads[0];
@@ -167,7 +168,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
             if (ctx.needs(0)) grad_a = sum_to(mul(g, mul(b, pow(a, sub(b, 1.0)))), a_sizes);
             if (ctx.needs(1)) {
               // d/db a^b = a^b log(a), taken as 0 where a == 0 and b >= 0 (as PyTorch does).
-              const Tensor zero_base = ops::logical_and(ops::eq(a, 0.0), ops::ge(b, 0.0));
+              const Tensor zero_base = untracked::logical_and(untracked::eq(a, 0.0), untracked::ge(b, 0.0));
               grad_b = sum_to(where(zero_base, zeros_like(result), mul(g, mul(result, log(a)))), b_sizes);
             }
             return TensorList{grad_a, grad_b};
@@ -180,7 +181,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
-  Tensor result = ops::pow(a, exponent);
+  Tensor result = untracked::pow(a, exponent);
   if (auto node = record("PowBackward", {&a}, {&result}, [exponent](const BackwardContext& ctx) {
         const Tensor& a = ctx.saved[0];
         if (exponent == 0) return TensorList{zeros_like(a)};
@@ -192,12 +193,12 @@ Tensor pow(const Tensor& a, double exponent) {
 }
 
 Tensor pow(double base, const Tensor& exponent) {
-  Tensor result = ops::pow(base, exponent);
+  Tensor result = untracked::pow(base, exponent);
   if (auto node = record("PowBackward", {&exponent}, {&result}, [base](const BackwardContext& ctx) {
         const Tensor &exponent = ctx.saved[0], &result = ctx.saved[1];
         if (base == 0) {  // 0^b: constant 0 for b > 0 (gradient 0 there, as PyTorch)
           return TensorList{
-              where(ops::ge(exponent, 0.0), zeros_like(result), mul(ctx.grads[0], mul(result, -INFINITY)))};
+              where(untracked::ge(exponent, 0.0), zeros_like(result), mul(ctx.grads[0], mul(result, -INFINITY)))};
         }
         return TensorList{mul(ctx.grads[0], mul(result, std::log(base)))};
       })) {
@@ -211,15 +212,15 @@ namespace {
 
 // maximum/minimum: the gradient goes to the chosen operand, split equally on ties.
 Tensor extremum(const char* name, bool is_max, const Tensor& a, const Tensor& b) {
-  Tensor result = is_max ? ops::maximum(a, b) : ops::minimum(a, b);
+  Tensor result = is_max ? untracked::maximum(a, b) : untracked::minimum(a, b);
   if (auto node = record(name, {&a, &b}, {&result},
                          [is_max, a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
                            const Tensor& g = ctx.grads[0];
                            const Tensor &a = ctx.saved[0], &b = ctx.saved[1];
-                           const Tensor a_wins = as_factor(is_max ? ops::gt(a, b) : ops::lt(a, b), g);
-                           const Tensor tie = ops::mul(as_factor(ops::eq(a, b), g), 0.5);
-                           const Tensor share_a = ops::add(a_wins, tie);
-                           const Tensor share_b = ops::sub(ones_like(share_a), share_a);
+                           const Tensor a_wins = as_factor(is_max ? untracked::gt(a, b) : untracked::lt(a, b), g);
+                           const Tensor tie = untracked::mul(as_factor(untracked::eq(a, b), g), 0.5);
+                           const Tensor share_a = untracked::add(a_wins, tie);
+                           const Tensor share_b = untracked::sub(ones_like(share_a), share_a);
                            return TensorList{ctx.needs(0) ? sum_to(mul(g, share_a), a_sizes) : Tensor(),
                                              ctx.needs(1) ? sum_to(mul(g, share_b), b_sizes) : Tensor()};
                          })) {
@@ -235,63 +236,66 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("MaximumBackw
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("MinimumBackward", false, a, b); }
 
 Tensor neg(const Tensor& t) {
-  Tensor result = ops::neg(t);
+  Tensor result = untracked::neg(t);
   record("NegBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
-    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{ops::neg_(g)};
+    if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{untracked::neg_(g)};
     return TensorList{neg(ctx.grads[0])};
   });
   return result;
 }
 
 Tensor abs(const Tensor& t) {
-  return unary_of_input("AbsBackward", ops::abs(t), t,
-                        [](const Tensor& g, const Tensor& t) { return mul(g, ops::sign(t)); });
+  return unary_of_input("AbsBackward", untracked::abs(t), t,
+                        [](const Tensor& g, const Tensor& t) { return mul(g, untracked::sign(t)); });
 }
 
 Tensor sign(const Tensor& t) {
-  return unary_of_input("SignBackward", ops::sign(t), t,
+  return unary_of_input("SignBackward", untracked::sign(t), t,
                         [](const Tensor& g, const Tensor& t) { return zeros_like(t); });
 }
 
 Tensor exp(const Tensor& t) {
-  return unary_of_result("ExpBackward", ops::exp(t), t, [](const Tensor& g, const Tensor& r) { return mul(g, r); });
+  return unary_of_result("ExpBackward", untracked::exp(t), t,
+                         [](const Tensor& g, const Tensor& r) { return mul(g, r); });
 }
 
 Tensor log(const Tensor& t) {
-  return unary_of_input("LogBackward", ops::log(t), t, [](const Tensor& g, const Tensor& t) { return div(g, t); });
+  return unary_of_input("LogBackward", untracked::log(t), t,
+                        [](const Tensor& g, const Tensor& t) { return div(g, t); });
 }
 
 Tensor log1p(const Tensor& t) {
-  return unary_of_input("Log1pBackward", ops::log1p(t), t,
+  return unary_of_input("Log1pBackward", untracked::log1p(t), t,
                         [](const Tensor& g, const Tensor& t) { return div(g, add(t, 1.0)); });
 }
 
 Tensor sqrt(const Tensor& t) {
-  return unary_of_result("SqrtBackward", ops::sqrt(t), t,
+  return unary_of_result("SqrtBackward", untracked::sqrt(t), t,
                          [](const Tensor& g, const Tensor& r) { return div(g, mul(r, 2.0)); });
 }
 
 Tensor rsqrt(const Tensor& t) {
-  return unary_of_result("RsqrtBackward", ops::rsqrt(t), t,
+  return unary_of_result("RsqrtBackward", untracked::rsqrt(t), t,
                          [](const Tensor& g, const Tensor& r) { return mul(g, mul(pow(r, 3.0), -0.5)); });
 }
 
 Tensor sin(const Tensor& t) {
-  return unary_of_input("SinBackward", ops::sin(t), t, [](const Tensor& g, const Tensor& t) { return mul(g, cos(t)); });
+  return unary_of_input("SinBackward", untracked::sin(t), t,
+                        [](const Tensor& g, const Tensor& t) { return mul(g, cos(t)); });
 }
 
 Tensor cos(const Tensor& t) {
-  return unary_of_input("CosBackward", ops::cos(t), t,
+  return unary_of_input("CosBackward", untracked::cos(t), t,
                         [](const Tensor& g, const Tensor& t) { return neg(mul(g, sin(t))); });
 }
 
 Tensor tanh(const Tensor& t) {
-  return unary_of_result("TanhBackward", ops::tanh(t), t,
+  return unary_of_result("TanhBackward", untracked::tanh(t), t,
                          [](const Tensor& g, const Tensor& r) { return mul(g, sub(1.0, mul(r, r))); });
 }
 
 Tensor sigmoid(const Tensor& t) {
-  return unary_of_result("SigmoidBackward", ops::sigmoid(t), t,
+  return unary_of_result("SigmoidBackward", untracked::sigmoid(t), t,
                          [](const Tensor& g, const Tensor& r) { return mul(g, mul(r, sub(1.0, r))); });
 }
 
@@ -300,14 +304,14 @@ namespace {
 // relu_backward(grads[0], result) for ReLU's formula and its own, into grads[0] when it may be
 // (Note [Reused gradients]).
 TensorList masked_by_relu(const BackwardContext& ctx, const Tensor& result) {
-  if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{ops::relu_backward_(g, result)};
+  if (Tensor g = ctx.take_reusable_grad(0); g.defined()) return TensorList{untracked::relu_backward_(g, result)};
   return TensorList{relu_backward(ctx.grads[0], result)};
 }
 
 }  // namespace
 
 Tensor relu(const Tensor& t) {
-  Tensor result = ops::relu(t);
+  Tensor result = untracked::relu(t);
   if (auto node = record("ReluBackward", {&t}, {&result},
                          [](const BackwardContext& ctx) { return masked_by_relu(ctx, ctx.saved[0]); })) {
     node->save_output(result);
@@ -316,7 +320,7 @@ Tensor relu(const Tensor& t) {
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& result) {
-  Tensor out = ops::relu_backward(grad, result);
+  Tensor out = untracked::relu_backward(grad, result);
   // Linear in grad, with the output's mask of positives as a constant.
   if (auto node = record("ReluBackwardBackward", {&grad}, {&out},
                          [](const BackwardContext& ctx) { return masked_by_relu(ctx, ctx.saved[0]); })) {
@@ -327,7 +331,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& result) {
 
 Tensor gelu(const Tensor& t) {
   // d/dx x * Phi(x) = Phi(x) + x * phi(x).
-  return unary_of_input("GeluBackward", ops::gelu(t), t, [](const Tensor& g, const Tensor& x) {
+  return unary_of_input("GeluBackward", untracked::gelu(t), t, [](const Tensor& g, const Tensor& x) {
     const Tensor cdf = mul(add(erf(mul(x, std::numbers::sqrt2 / 2)), 1.0), 0.5);
     const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
     return mul(g, add(cdf, mul(x, pdf)));
@@ -335,7 +339,7 @@ Tensor gelu(const Tensor& t) {
 }
 
 Tensor erf(const Tensor& t) {
-  return unary_of_input("ErfBackward", ops::erf(t), t, [](const Tensor& g, const Tensor& x) {
+  return unary_of_input("ErfBackward", untracked::erf(t), t, [](const Tensor& g, const Tensor& x) {
     return mul(g, mul(exp(neg(mul(x, x))), 2 * std::numbers::inv_sqrtpi));
   });
 }
@@ -343,29 +347,30 @@ Tensor erf(const Tensor& t) {
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max) {
   // The gradient passes strictly inside the bounds: 0 at min and max themselves (and for NaN), as
   // PyTorch 2.x's clamp with scalar bounds.
-  return unary_of_input("ClampBackward", ops::clamp(t, min, max), t, [min, max](const Tensor& g, const Tensor& t) {
-    Tensor inside = ones_like(t);
-    if (min) inside = ops::mul(inside, as_factor(ops::gt(t, *min), t));
-    if (max) inside = ops::mul(inside, as_factor(ops::lt(t, *max), t));
-    return mul(g, inside);
-  });
+  return unary_of_input("ClampBackward", untracked::clamp(t, min, max), t,
+                        [min, max](const Tensor& g, const Tensor& t) {
+                          Tensor inside = ones_like(t);
+                          if (min) inside = untracked::mul(inside, as_factor(untracked::gt(t, *min), t));
+                          if (max) inside = untracked::mul(inside, as_factor(untracked::lt(t, *max), t));
+                          return mul(g, inside);
+                        });
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return ops::eq(a, b); }
-Tensor eq(const Tensor& a, double b) { return ops::eq(a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return ops::ne(a, b); }
-Tensor ne(const Tensor& a, double b) { return ops::ne(a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return ops::lt(a, b); }
-Tensor lt(const Tensor& a, double b) { return ops::lt(a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return ops::le(a, b); }
-Tensor le(const Tensor& a, double b) { return ops::le(a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return ops::gt(a, b); }
-Tensor gt(const Tensor& a, double b) { return ops::gt(a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return ops::ge(a, b); }
-Tensor ge(const Tensor& a, double b) { return ops::ge(a, b); }
-Tensor logical_not(const Tensor& t) { return ops::logical_not(t); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return ops::logical_and(a, b); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return ops::logical_or(a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return untracked::eq(a, b); }
+Tensor eq(const Tensor& a, double b) { return untracked::eq(a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return untracked::ne(a, b); }
+Tensor ne(const Tensor& a, double b) { return untracked::ne(a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return untracked::lt(a, b); }
+Tensor lt(const Tensor& a, double b) { return untracked::lt(a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return untracked::le(a, b); }
+Tensor le(const Tensor& a, double b) { return untracked::le(a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return untracked::gt(a, b); }
+Tensor gt(const Tensor& a, double b) { return untracked::gt(a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return untracked::ge(a, b); }
+Tensor ge(const Tensor& a, double b) { return untracked::ge(a, b); }
+Tensor logical_not(const Tensor& t) { return untracked::logical_not(t); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return untracked::logical_and(a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return untracked::logical_or(a, b); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, b); }

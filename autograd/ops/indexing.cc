@@ -15,13 +15,13 @@ namespace {
 Tensor index_along(const Tensor& index, int64_t dim, const Shape& sizes) {
   Shape shape(sizes.size(), 1);
   shape[dim] = index.numel();
-  return ops::expand(ops::reshape(index, shape), sizes);
+  return untracked::expand(untracked::reshape(index, shape), sizes);
 }
 
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  Tensor result = ops::cat(tensors, dim);
+  Tensor result = untracked::cat(tensors, dim);
   if (!autograd::should_record(tensors)) return result;
   const int64_t d = wrap_dim(dim, tensors.at(0).dim(), "cat");
   Shape lengths;
@@ -40,7 +40,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  Tensor result = ops::stack(tensors, dim);
+  Tensor result = untracked::stack(tensors, dim);
   if (!autograd::should_record(tensors)) return result;
   const int64_t d = wrap_dim(dim, tensors.at(0).dim() + 1, "stack");
   std::vector<Tensor*> outputs{&result};
@@ -55,7 +55,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
-  Tensor result = ops::index_select(t, dim, index);
+  Tensor result = untracked::index_select(t, dim, index);
   const int64_t d = t.dim() == 0 ? 0 : wrap_dim(dim, t.dim(), "index_select");
   if (auto node = record("IndexSelectBackward", {&t}, {&result}, [in = t.sizes(), d](const BackwardContext& ctx) {
         const Tensor& g = ctx.grads[0];
@@ -69,7 +69,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
-  Tensor result = ops::gather(t, dim, index);
+  Tensor result = untracked::gather(t, dim, index);
   const int64_t d = t.dim() == 0 ? 0 : wrap_dim(dim, t.dim(), "gather");
   if (auto node = record("GatherBackward", {&t}, {&result}, [in = t.sizes(), d](const BackwardContext& ctx) {
         const Tensor& g = ctx.grads[0];
@@ -82,7 +82,7 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor result = ops::scatter_add(self, dim, index, src);
+  Tensor result = untracked::scatter_add(self, dim, index, src);
   if (autograd::should_record({&src})) {
     DISTGRAD_CHECK(src.sizes() == index.sizes(),
                    "scatter_add: the gradient with respect to src is only defined when "
@@ -100,7 +100,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 }
 
 Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
-  Tensor result = ops::masked_fill(t, mask, value);
+  Tensor result = untracked::masked_fill(t, mask, value);
   if (auto node = record("MaskedFillBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
         return TensorList{masked_fill(ctx.grads[0], ctx.saved[0], 0.0)};
       })) {
@@ -110,7 +110,7 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  Tensor result = ops::where(condition, a, b);
+  Tensor result = untracked::where(condition, a, b);
   if (auto node = record("WhereBackward", {&a, &b}, {&result},
                          [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
                            const Tensor &g = ctx.grads[0], &condition = ctx.saved[0];
@@ -124,7 +124,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
-  return ops::one_hot(indices, num_classes, dtype);
+  return untracked::one_hot(indices, num_classes, dtype);
 }
 
 }  // namespace distgrad

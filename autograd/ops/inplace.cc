@@ -48,7 +48,7 @@ const Tensor& in_place(const char* op, const Tensor& self, std::initializer_list
   const Tensor result = out_of_place(clone(self));
   DISTGRAD_CHECK(result.sizes() == self.sizes(), op, ": the result of shape ", shape_str(result.sizes()),
                  " cannot be written into self of shape ", shape_str(self.sizes()));
-  ops::copy_(self, result);
+  untracked::copy_(self, result);
   autograd::AutogradMeta& self_meta = autograd::materialize_meta(self);
   const autograd::AutogradMeta* result_meta = meta_of(result);
   self_meta.grad_fn = result_meta->grad_fn;
@@ -66,61 +66,61 @@ Tensor unaliased(const Tensor& self, const Tensor& other) {
 
 const Tensor& add_(const Tensor& self, const Tensor& other) {
   return in_place(
-      "add_", self, {&other}, [&] { ops::add_(self, other); },
+      "add_", self, {&other}, [&] { untracked::add_(self, other); },
       [&](const Tensor& old) { return add(old, unaliased(self, other)); });
 }
 const Tensor& add_(const Tensor& self, double other) {
   return in_place(
-      "add_", self, {}, [&] { ops::add_(self, other); }, [&](const Tensor& old) { return add(old, other); });
+      "add_", self, {}, [&] { untracked::add_(self, other); }, [&](const Tensor& old) { return add(old, other); });
 }
 const Tensor& sub_(const Tensor& self, const Tensor& other) {
   return in_place(
-      "sub_", self, {&other}, [&] { ops::sub_(self, other); },
+      "sub_", self, {&other}, [&] { untracked::sub_(self, other); },
       [&](const Tensor& old) { return sub(old, unaliased(self, other)); });
 }
 const Tensor& sub_(const Tensor& self, double other) {
   return in_place(
-      "sub_", self, {}, [&] { ops::sub_(self, other); }, [&](const Tensor& old) { return sub(old, other); });
+      "sub_", self, {}, [&] { untracked::sub_(self, other); }, [&](const Tensor& old) { return sub(old, other); });
 }
 const Tensor& mul_(const Tensor& self, const Tensor& other) {
   return in_place(
-      "mul_", self, {&other}, [&] { ops::mul_(self, other); },
+      "mul_", self, {&other}, [&] { untracked::mul_(self, other); },
       [&](const Tensor& old) { return mul(old, unaliased(self, other)); });
 }
 const Tensor& mul_(const Tensor& self, double other) {
   return in_place(
-      "mul_", self, {}, [&] { ops::mul_(self, other); }, [&](const Tensor& old) { return mul(old, other); });
+      "mul_", self, {}, [&] { untracked::mul_(self, other); }, [&](const Tensor& old) { return mul(old, other); });
 }
 const Tensor& div_(const Tensor& self, const Tensor& other) {
   return in_place(
-      "div_", self, {&other}, [&] { ops::div_(self, other); },
+      "div_", self, {&other}, [&] { untracked::div_(self, other); },
       [&](const Tensor& old) { return div(old, unaliased(self, other)); });
 }
 const Tensor& div_(const Tensor& self, double other) {
   return in_place(
-      "div_", self, {}, [&] { ops::div_(self, other); }, [&](const Tensor& old) { return div(old, other); });
+      "div_", self, {}, [&] { untracked::div_(self, other); }, [&](const Tensor& old) { return div(old, other); });
 }
 const Tensor& neg_(const Tensor& self) {
   return in_place(
-      "neg_", self, {}, [&] { ops::neg_(self); }, [&](const Tensor& old) { return neg(old); });
+      "neg_", self, {}, [&] { untracked::neg_(self); }, [&](const Tensor& old) { return neg(old); });
 }
 const Tensor& clamp_(const Tensor& self, std::optional<double> min, std::optional<double> max) {
   return in_place(
-      "clamp_", self, {}, [&] { ops::clamp_(self, min, max); },
+      "clamp_", self, {}, [&] { untracked::clamp_(self, min, max); },
       [&](const Tensor& old) { return clamp(old, min, max); });
 }
 const Tensor& copy_(const Tensor& self, const Tensor& src) {
   // The old values of self are overwritten: no gradient flows to them (mul by 0 keeps the
   // recorded op an output of self's history, so self stays a non-leaf).
   return in_place(
-      "copy_", self, {&src}, [&] { ops::copy_(self, src); },
+      "copy_", self, {&src}, [&] { untracked::copy_(self, src); },
       [&](const Tensor& old) {
         return add(mul(old, 0.0), expand(to(to(unaliased(self, src), self.device()), self.dtype()), self.sizes()));
       });
 }
 const Tensor& fill_(const Tensor& self, double value) {
   return in_place(
-      "fill_", self, {}, [&] { ops::fill_(self, value); },
+      "fill_", self, {}, [&] { untracked::fill_(self, value); },
       [&](const Tensor& old) { return add(mul(old, 0.0), value); });
 }
 const Tensor& zero_(const Tensor& self) { return fill_(self, 0); }

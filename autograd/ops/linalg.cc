@@ -34,7 +34,7 @@ Tensor scaled(const Tensor& x, double factor) { return factor == 1 ? x : mul(x, 
 // The product of two operands of 2 or 3 dims (a 2-D one broadcast over the other's batch),
 // recorded with the gradients of each, summed over the batch where an operand was broadcast.
 Tensor batched_matmul(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::matmul(a, b);
+  Tensor result = untracked::matmul(a, b);
   if (auto node = record("MatmulBackward", {&a, &b}, {&result},
                          [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
                            const Tensor& g = ctx.grads[0];
@@ -56,11 +56,11 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (!autograd::should_record({&a, &b})) return ops::matmul(a, b);
+  if (!autograd::should_record({&a, &b})) return untracked::matmul(a, b);
   a.check_defined("matmul");
   b.check_defined("matmul");
   if (a.dim() == 1 && b.dim() == 1) {  // dot product: a 0-dim result
-    Tensor result = ops::matmul(a, b);
+    Tensor result = untracked::matmul(a, b);
     if (auto node = record("DotBackward", {&a, &b}, {&result}, [](const BackwardContext& ctx) {
           const Tensor& g = ctx.grads[0];
           return TensorList{ctx.needs(0) ? mul(g, ctx.saved[1]) : Tensor(),
@@ -81,7 +81,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
-  Tensor result = ops::addmm(bias, a, b, beta, alpha);
+  Tensor result = untracked::addmm(bias, a, b, beta, alpha);
   if (auto node = record("AddmmBackward", {&bias, &a, &b}, {&result},
                          [bias_sizes = bias.sizes(), beta, alpha](const BackwardContext& ctx) {
                            const Tensor& g = ctx.grads[0];
@@ -97,7 +97,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, 
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
-  Tensor result = ops::outer(a, b);
+  Tensor result = untracked::outer(a, b);
   if (auto node = record("OuterBackward", {&a, &b}, {&result}, [](const BackwardContext& ctx) {
         const Tensor& g = ctx.grads[0];
         return TensorList{ctx.needs(0) ? matmul(g, ctx.saved[1]) : Tensor(),

@@ -32,7 +32,7 @@ Shape channel_shape(const Tensor& input) {
   return shape;
 }
 
-// ops::batch_norm_double_backward composed of differentiable ops (the formulas of Note [Fused
+// untracked::batch_norm_double_backward composed of differentiable ops (the formulas of Note [Fused
 // batch normalisation] in core/batch_norm.cc), the statistics computed again from input, so that
 // the result can be differentiated again: the third order and beyond.
 TensorList batch_norm_double_backward(const Tensor& gg_input, const Tensor& gg_weight, const Tensor& gg_bias,
@@ -67,16 +67,16 @@ TensorList batch_norm_double_backward(const Tensor& gg_input, const Tensor& gg_w
 
 }  // namespace
 
-ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
-  ops::BatchNormOutputs result = ops::batch_norm(input, weight, bias, eps);  // checks every argument
+BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  BatchNormOutputs result = untracked::batch_norm(input, weight, bias, eps);  // checks every argument
   if (auto node =
           record("BatchNormBackward", {&input, &weight, &bias}, {&result.output}, [eps](const BackwardContext& ctx) {
             const Tensor &input = ctx.saved[0], &weight = ctx.saved[1], &mean = ctx.saved[2], &invstd = ctx.saved[3];
-            const ops::BatchNormGradsNeeded needed{.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)};
+            const BatchNormGradsNeeded needed{.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)};
             const Tensor reusable = ctx.take_reusable_grad(0);
-            const ops::BatchNormGrads grads =
+            const BatchNormGrads grads =
                 reusable.defined()
-                    ? ops::batch_norm_backward_(reusable, input, weight, mean, invstd, needed)
+                    ? untracked::batch_norm_backward_(reusable, input, weight, mean, invstd, needed)
                     : distgrad::batch_norm_backward(ctx.grads[0], input, weight, mean, invstd, eps, needed);
             return TensorList{grads.input, grads.weight, grads.bias};
           })) {
@@ -88,10 +88,10 @@ ops::BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, cons
   return result;
 }
 
-ops::BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                        const Tensor& mean, const Tensor& invstd, double eps,
-                                        const ops::BatchNormGradsNeeded& needed) {
-  ops::BatchNormGrads grads = ops::batch_norm_backward(grad_output, input, weight, mean, invstd, needed);
+BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& invstd, double eps,
+                                   const BatchNormGradsNeeded& needed) {
+  BatchNormGrads grads = untracked::batch_norm_backward(grad_output, input, weight, mean, invstd, needed);
   const std::array<bool, 3> given = {grads.input.defined(), grads.weight.defined(), grads.bias.defined()};
   const auto formula = [eps, given](const BackwardContext& ctx) {
     const Tensor &g = ctx.saved[0], &input = ctx.saved[1], &weight = ctx.saved[2];
@@ -104,9 +104,9 @@ ops::BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor&
       return batch_norm_double_backward(gg[0], gg[1], gg[2], g, input, weight, eps,
                                         {ctx.needs(0), ctx.needs(1), ctx.needs(2)});
     }
-    const ops::BatchNormDoubleGrads second =
-        ops::batch_norm_double_backward(gg[0], gg[1], gg[2], g, input, weight, ctx.saved[3], ctx.saved[4],
-                                        {.grad_output = ctx.needs(0), .input = ctx.needs(1), .weight = ctx.needs(2)});
+    const BatchNormDoubleGrads second = untracked::batch_norm_double_backward(
+        gg[0], gg[1], gg[2], g, input, weight, ctx.saved[3], ctx.saved[4],
+        {.grad_output = ctx.needs(0), .input = ctx.needs(1), .weight = ctx.needs(2)});
     return TensorList{second.grad_output, second.input, second.weight};
   };
   if (auto node = record("BatchNormBackwardBackward", {&grad_output, &input, &weight},
@@ -120,25 +120,25 @@ ops::BatchNormGrads batch_norm_backward(const Tensor& grad_output, const Tensor&
   return grads;
 }
 
-Tensor im2col(const Tensor& input, const ops::Im2colOptions& options) {
-  Tensor result = ops::im2col(input, options);
+Tensor im2col(const Tensor& input, const Im2colOptions& options) {
+  Tensor result = untracked::im2col(input, options);
   record("Im2colBackward", {&input}, {&result}, [in = input.sizes(), options](const BackwardContext& ctx) {
     return TensorList{distgrad::col2im(ctx.grads[0], {in[in.size() - 2], in[in.size() - 1]}, options)};
   });
   return result;
 }
 
-Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const ops::Im2colOptions& options) {
-  Tensor result = ops::col2im(columns, output_size, options);
+Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const Im2colOptions& options) {
+  Tensor result = untracked::col2im(columns, output_size, options);
   record("Col2imBackward", {&columns}, {&result},
          [options](const BackwardContext& ctx) { return TensorList{distgrad::im2col(ctx.grads[0], options)}; });
   return result;
 }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ops::Conv2dOptions& options) {
-  Tensor result = ops::conv2d(input, weight, bias, options);  // checks every argument
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  Tensor result = untracked::conv2d(input, weight, bias, options);  // checks every argument
   if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result}, [options](const BackwardContext& ctx) {
-        const ops::Conv2dGrads grads =
+        const Conv2dGrads grads =
             distgrad::conv2d_backward(ctx.grads[0], ctx.saved[0], ctx.saved[1],
                                       {.input = ctx.needs(0), .weight = ctx.needs(1), .bias = ctx.needs(2)}, options);
         return TensorList{grads.input, grads.weight, grads.bias};
@@ -152,9 +152,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
 // The three gradients are linear in g, the input's also in the weight and the weight's in the
 // input; their derivatives are those of conv2d_input_grad and conv2d_weight_grad (below) and of
 // the bias's sum of g over all but the channels (c broadcast back).
-ops::Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                 const ops::Conv2dGradsNeeded& needed, const ops::Conv2dOptions& options) {
-  ops::Conv2dGrads grads = ops::conv2d_backward(grad_output, input, weight, needed, options);
+Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            const Conv2dGradsNeeded& needed, const Conv2dOptions& options) {
+  Conv2dGrads grads = untracked::conv2d_backward(grad_output, input, weight, needed, options);
   if (auto node =
           record("Conv2dBackwardBackward", {&grad_output, &input, &weight}, {&grads.input, &grads.weight, &grads.bias},
                  [options, needed, in = input.sizes(), w = weight.sizes()](const BackwardContext& ctx) {
@@ -187,8 +187,8 @@ ops::Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input,
 // conv2d(a, W) and d/dW = conv2d_weight_grad(g, a); for an output `b` of
 // conv2d_weight_grad(g, x), d/dg <b, .> = conv2d(x, b) and d/dx = conv2d_input_grad(g, b).
 Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const Shape& input_sizes,
-                         const ops::Conv2dOptions& options) {
-  Tensor result = ops::conv2d_input_grad(grad_output, weight, input_sizes, options);
+                         const Conv2dOptions& options) {
+  Tensor result = untracked::conv2d_input_grad(grad_output, weight, input_sizes, options);
   if (auto node = record("Conv2dInputGradBackward", {&grad_output, &weight}, {&result},
                          [options, w = weight.sizes()](const BackwardContext& ctx) {
                            const Tensor &g = ctx.saved[0], &weight = ctx.saved[1], &a = ctx.grads[0];
@@ -202,8 +202,8 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
 }
 
 Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const Shape& weight_sizes,
-                          const ops::Conv2dOptions& options) {
-  Tensor result = ops::conv2d_weight_grad(grad_output, input, weight_sizes, options);
+                          const Conv2dOptions& options) {
+  Tensor result = untracked::conv2d_weight_grad(grad_output, input, weight_sizes, options);
   if (auto node = record("Conv2dWeightGradBackward", {&grad_output, &input}, {&result},
                          [options, in = input.sizes()](const BackwardContext& ctx) {
                            const Tensor &g = ctx.saved[0], &input = ctx.saved[1], &b = ctx.grads[0];
@@ -216,8 +216,8 @@ Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const 
   return result;
 }
 
-ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
-  ops::ValuesIndices result = ops::max_pool2d(input, options);
+ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  ValuesIndices result = untracked::max_pool2d(input, options);
   if (auto node = record("MaxPool2dBackward", {&input}, {&result.values},
                          [in = input.sizes(), options](const BackwardContext& ctx) {
                            return TensorList{distgrad::max_pool2d_backward(ctx.grads[0], ctx.saved[0], in, options)};
@@ -228,15 +228,15 @@ ops::ValuesIndices max_pool2d(const Tensor& input, const ops::Pool2dOptions& opt
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
-                           const ops::Pool2dOptions& options) {
-  Tensor result = ops::max_pool2d_backward(grad_output, indices, input_sizes, options);
+                           const Pool2dOptions& options) {
+  Tensor result = untracked::max_pool2d_backward(grad_output, indices, input_sizes, options);
   if (auto node = record("MaxPool2dBackwardBackward", {&grad_output}, {&result}, [](const BackwardContext& ctx) {
         // Linear in grad_output: each output's gradient reads the input gradient where its
         // window took the maximum, the flat plane position `indices` names.
         const Tensor& indices = ctx.saved[0];
         const Tensor& g = ctx.grads[0];
         const int64_t planes = shape_numel(g.sizes()) / (g.size(-2) * g.size(-1));
-        const Tensor picked = gather(reshape(g, {planes, -1}), 1, ops::reshape(indices, {planes, -1}));
+        const Tensor picked = gather(reshape(g, {planes, -1}), 1, untracked::reshape(indices, {planes, -1}));
         return TensorList{reshape(picked, indices.sizes())};
       })) {
     node->save(indices);
@@ -244,11 +244,11 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, con
   return result;
 }
 
-Tensor avg_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
-  Tensor result = ops::avg_pool2d(input, options);  // checks every argument
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  Tensor result = untracked::avg_pool2d(input, options);  // checks every argument
   if (!autograd::should_record({&input})) return result;
   if (input.dim() == 3) return squeeze(distgrad::avg_pool2d(unsqueeze(input, 0), options), 0);
-  ops::Im2colOptions window{.kernel_size = options.kernel_size, .padding = options.padding};
+  Im2colOptions window{.kernel_size = options.kernel_size, .padding = options.padding};
   for (int i = 0; i < 2; ++i) window.stride[i] = options.stride[i] == 0 ? options.kernel_size[i] : options.stride[i];
   // How many input elements each window averages: the whole kernel, or without the padding.
   const int64_t kernel_area = options.kernel_size[0] * options.kernel_size[1];
@@ -259,7 +259,7 @@ Tensor avg_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
   } else {
     const Tensor ones =
         distgrad::ones({1, 1, input.size(2), input.size(3)}, {.dtype = input.dtype(), .device = input.device()});
-    divisor = ops::sum(ops::im2col(ones, window), {1}, /*keepdim=*/true);  // [1, 1, L]
+    divisor = untracked::sum(untracked::im2col(ones, window), {1}, /*keepdim=*/true);  // [1, 1, L]
   }
   if (auto node = record("AvgPool2dBackward", {&input}, {&result},
                          [window, kernel_area, in = input.sizes()](const BackwardContext& ctx) {
@@ -271,7 +271,7 @@ Tensor avg_pool2d(const Tensor& input, const ops::Pool2dOptions& options) {
                                                           {batch, channels * kernel_area, windows});
                            return TensorList{distgrad::col2im(columns, {in[2], in[3]}, window)};
                          })) {
-    node->save(ops::unsqueeze(divisor, 0));
+    node->save(untracked::unsqueeze(divisor, 0));
   }
   return result;
 }

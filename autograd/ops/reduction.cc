@@ -44,7 +44,7 @@ int64_t count_of(const Shape& sizes, const Shape& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
-  Tensor result = ops::sum(t, dims, keepdim);
+  Tensor result = untracked::sum(t, dims, keepdim);
   t.check_defined("sum");
   record("SumBackward", {&t}, {&result},
          [in = t.sizes(), reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
@@ -54,7 +54,7 @@ Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
-  Tensor result = ops::mean(t, dims, keepdim);
+  Tensor result = untracked::mean(t, dims, keepdim);
   record("MeanBackward", {&t}, {&result},
          [in = t.sizes(), reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
            const double count = static_cast<double>(count_of(in, reduced));
@@ -64,7 +64,7 @@ Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
 }
 
 Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
-  if (!autograd::should_record({&t})) return ops::var(t, dims, correction, keepdim);
+  if (!autograd::should_record({&t})) return untracked::var(t, dims, correction, keepdim);
   const Shape reduced = reduced_dims(dims, t.dim());
   const double degrees = static_cast<double>(count_of(t.sizes(), reduced) - correction);
   const Tensor centered = sub(t, mean(t, dims, /*keepdim=*/true));
@@ -72,7 +72,7 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
 }
 
 Tensor std(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
-  if (!autograd::should_record({&t})) return ops::std(t, dims, correction, keepdim);
+  if (!autograd::should_record({&t})) return untracked::std(t, dims, correction, keepdim);
   return sqrt(var(t, dims, correction, keepdim));
 }
 
@@ -82,8 +82,8 @@ namespace {
 Tensor whole_extremum(const char* name, Tensor result, const Tensor& t) {
   if (auto node = record(name, {&t}, {&result}, [](const BackwardContext& ctx) {
         const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
-        const Tensor hits = ops::to(ops::eq(t, result), t.dtype());
-        return TensorList{mul(div(hits, ops::sum(hits)), ctx.grads[0])};
+        const Tensor hits = untracked::to(untracked::eq(t, result), t.dtype());
+        return TensorList{mul(div(hits, untracked::sum(hits)), ctx.grads[0])};
       })) {
     node->save(t);
     node->save_output(result);
@@ -92,8 +92,7 @@ Tensor whole_extremum(const char* name, Tensor result, const Tensor& t) {
 }
 
 // max or min along `dim`: the gradient goes to the position in `indices`.
-ops::ValuesIndices dim_extremum(const char* name, ops::ValuesIndices result, const Tensor& t, int64_t dim,
-                                bool keepdim) {
+ValuesIndices dim_extremum(const char* name, ValuesIndices result, const Tensor& t, int64_t dim, bool keepdim) {
   const int64_t d = t.dim() == 0 ? 0 : wrap_dim(dim, t.dim(), name);
   if (auto node = record(name, {&t}, {&result.values}, [in = t.sizes(), d, keepdim](const BackwardContext& ctx) {
         if (in.empty()) return TensorList{ctx.grads[0]};
@@ -108,21 +107,21 @@ ops::ValuesIndices dim_extremum(const char* name, ops::ValuesIndices result, con
 
 }  // namespace
 
-Tensor max(const Tensor& t) { return whole_extremum("MaxBackward", ops::max(t), t); }
-Tensor min(const Tensor& t) { return whole_extremum("MinBackward", ops::min(t), t); }
-ops::ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
-  return dim_extremum("MaxBackward", ops::max(t, dim, keepdim), t, dim, keepdim);
+Tensor max(const Tensor& t) { return whole_extremum("MaxBackward", untracked::max(t), t); }
+Tensor min(const Tensor& t) { return whole_extremum("MinBackward", untracked::min(t), t); }
+ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
+  return dim_extremum("MaxBackward", untracked::max(t, dim, keepdim), t, dim, keepdim);
 }
-ops::ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
-  return dim_extremum("MinBackward", ops::min(t, dim, keepdim), t, dim, keepdim);
+ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
+  return dim_extremum("MinBackward", untracked::min(t, dim, keepdim), t, dim, keepdim);
 }
-Tensor argmax(const Tensor& t) { return ops::argmax(t); }
-Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return ops::argmax(t, dim, keepdim); }
-Tensor argmin(const Tensor& t) { return ops::argmin(t); }
-Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return ops::argmin(t, dim, keepdim); }
+Tensor argmax(const Tensor& t) { return untracked::argmax(t); }
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return untracked::argmax(t, dim, keepdim); }
+Tensor argmin(const Tensor& t) { return untracked::argmin(t); }
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return untracked::argmin(t, dim, keepdim); }
 
 Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
-  Tensor result = ops::logsumexp(t, dims, keepdim);
+  Tensor result = untracked::logsumexp(t, dims, keepdim);
   if (auto node = record("LogsumexpBackward", {&t}, {&result},
                          [reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
                            const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
@@ -137,7 +136,7 @@ Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
 }
 
 Tensor softmax(const Tensor& t, int64_t dim) {
-  Tensor result = ops::softmax(t, dim);
+  Tensor result = untracked::softmax(t, dim);
   if (auto node = record("SoftmaxBackward", {&t}, {&result}, [dim](const BackwardContext& ctx) {
         const Tensor &g = ctx.grads[0], &y = ctx.saved[0];
         const int64_t d = y.dim() == 0 ? 0 : dim;
@@ -149,7 +148,7 @@ Tensor softmax(const Tensor& t, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& t, int64_t dim) {
-  Tensor result = ops::log_softmax(t, dim);
+  Tensor result = untracked::log_softmax(t, dim);
   if (auto node = record("LogSoftmaxBackward", {&t}, {&result}, [dim](const BackwardContext& ctx) {
         const Tensor &g = ctx.grads[0], &y = ctx.saved[0];
         const int64_t d = y.dim() == 0 ? 0 : dim;
@@ -161,7 +160,7 @@ Tensor log_softmax(const Tensor& t, int64_t dim) {
 }
 
 Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
-  Tensor result = ops::norm(t, p, dims, keepdim);
+  Tensor result = untracked::norm(t, p, dims, keepdim);
   if (auto node = record("NormBackward", {&t}, {&result},
                          [p, reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
                            const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
@@ -170,12 +169,12 @@ Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
                            const Tensor n = with_kept_dims(result, reduced, keepdim, ndim);
                            if (p == 1) return TensorList{mul(g, sign(t))};
                            if (std::isinf(p)) {  // split among the elements of largest magnitude
-                             const Tensor hits = ops::to(ops::eq(ops::abs(t), n), t.dtype());
-                             const Tensor share = ops::div(hits, ops::sum(hits, reduced, /*keepdim=*/true));
+                             const Tensor hits = untracked::to(untracked::eq(untracked::abs(t), n), t.dtype());
+                             const Tensor share = untracked::div(hits, untracked::sum(hits, reduced, /*keepdim=*/true));
                              return TensorList{mul(g, mul(sign(t), share))};
                            }
                            // d|t|_p / dt = sign(t) |t|^(p-1) / |t|_p^(p-1), taken as 0 where the norm is 0.
-                           const Tensor zero_norm = ops::eq(n, 0.0);
+                           const Tensor zero_norm = untracked::eq(n, 0.0);
                            const Tensor safe_norm = where(zero_norm, ones_like(n), n);
                            const Tensor direction = p == 2
                                                         ? div(t, safe_norm)

@@ -35,7 +35,7 @@ Tensor embed_in_zeros(const Tensor& grad, const Shape& sizes, ViewOf view_of) {
   Tensor result = zeros(sizes, {.dtype = grad.dtype(), .device = grad.device()});
   {
     autograd::NoGradGuard no_grad;
-    ops::copy_(view_of(result), grad);
+    untracked::copy_(view_of(result), grad);
   }
   record("EmbedBackward", {&grad}, {&result},
          [view_of](const BackwardContext& ctx) { return TensorList{view_of(ctx.grads[0])}; });
@@ -70,14 +70,14 @@ std::vector<Tensor> record_pieces(const char* name, std::vector<Tensor> pieces, 
 }  // namespace
 
 Tensor clone(const Tensor& t) {
-  Tensor result = ops::clone(t);
+  Tensor result = untracked::clone(t);
   record("CloneBackward", {&t}, {&result}, [](const BackwardContext& ctx) { return TensorList{ctx.grads[0]}; });
   return result;
 }
 
 Tensor contiguous(const Tensor& t) {
   if (t.is_contiguous()) return t;
-  Tensor result = ops::contiguous(t);
+  Tensor result = untracked::contiguous(t);
   record("ContiguousBackward", {&t}, {&result}, [](const BackwardContext& ctx) { return TensorList{ctx.grads[0]}; });
   return result;
 }
@@ -85,7 +85,7 @@ Tensor contiguous(const Tensor& t) {
 Tensor to(const Tensor& t, Device device) {
   t.check_defined("to");
   if (t.device() == device) return t;
-  Tensor result = ops::to(t, device);
+  Tensor result = untracked::to(t, device);
   record("ToDeviceBackward", {&t}, {&result},
          [source = t.device()](const BackwardContext& ctx) { return TensorList{to(ctx.grads[0], source)}; });
   return result;
@@ -94,7 +94,7 @@ Tensor to(const Tensor& t, Device device) {
 Tensor to(const Tensor& t, DType dtype) {
   t.check_defined("to");
   if (t.dtype() == dtype) return t;
-  Tensor result = ops::to(t, dtype);
+  Tensor result = untracked::to(t, dtype);
   if (is_floating(t.dtype()) && is_floating(dtype)) {
     record("ToDtypeBackward", {&t}, {&result},
            [source = t.dtype()](const BackwardContext& ctx) { return TensorList{to(ctx.grads[0], source)}; });
@@ -108,76 +108,77 @@ Tensor detach(const Tensor& t) {
 }
 
 Tensor view(const Tensor& t, const Shape& sizes) {
-  return record_view("ViewBackward", ops::view(t, sizes), t,
+  return record_view("ViewBackward", untracked::view(t, sizes), t,
                      [in = t.sizes()](const Tensor& g) { return reshape(g, in); });
 }
 
 Tensor reshape(const Tensor& t, const Shape& sizes) {
-  return record_view("ReshapeBackward", ops::reshape(t, sizes), t,
+  return record_view("ReshapeBackward", untracked::reshape(t, sizes), t,
                      [in = t.sizes()](const Tensor& g) { return reshape(g, in); });
 }
 
 Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
-  return record_view("FlattenBackward", ops::flatten(t, start_dim, end_dim), t,
+  return record_view("FlattenBackward", untracked::flatten(t, start_dim, end_dim), t,
                      [in = t.sizes()](const Tensor& g) { return reshape(g, in); });
 }
 
 Tensor squeeze(const Tensor& t) {
-  return record_view("SqueezeBackward", ops::squeeze(t), t,
+  return record_view("SqueezeBackward", untracked::squeeze(t), t,
                      [in = t.sizes()](const Tensor& g) { return reshape(g, in); });
 }
 
 Tensor squeeze(const Tensor& t, int64_t dim) {
-  return record_view("SqueezeBackward", ops::squeeze(t, dim), t,
+  return record_view("SqueezeBackward", untracked::squeeze(t, dim), t,
                      [in = t.sizes()](const Tensor& g) { return reshape(g, in); });
 }
 
 Tensor unsqueeze(const Tensor& t, int64_t dim) {
-  return record_view("UnsqueezeBackward", ops::unsqueeze(t, dim), t,
+  return record_view("UnsqueezeBackward", untracked::unsqueeze(t, dim), t,
                      [in = t.sizes()](const Tensor& g) { return reshape(g, in); });
 }
 
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
-  return record_view("TransposeBackward", ops::transpose(t, dim0, dim1), t,
+  return record_view("TransposeBackward", untracked::transpose(t, dim0, dim1), t,
                      [dim0, dim1](const Tensor& g) { return transpose(g, dim0, dim1); });
 }
 
 Tensor permute(const Tensor& t, const Shape& dims) {
-  return record_view("PermuteBackward", ops::permute(t, dims), t,
+  return record_view("PermuteBackward", untracked::permute(t, dims), t,
                      [inverse = inverse_permutation(dims)](const Tensor& g) { return permute(g, inverse); });
 }
 
 Tensor t(const Tensor& t) {
-  return record_view("TBackward", ops::t(t), t, [](const Tensor& g) { return distgrad::t(g); });
+  return record_view("TBackward", untracked::t(t), t, [](const Tensor& g) { return distgrad::t(g); });
 }
 
 Tensor expand(const Tensor& t, const Shape& sizes) {
-  return record_view("ExpandBackward", ops::expand(t, sizes), t,
+  return record_view("ExpandBackward", untracked::expand(t, sizes), t,
                      [in = t.sizes()](const Tensor& g) { return sum_to(g, in); });
 }
 
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  return record_view("SliceBackward", ops::slice(t, dim, start, end, step), t,
+  return record_view("SliceBackward", untracked::slice(t, dim, start, end, step), t,
                      [in = t.sizes(), dim, start, end, step](const Tensor& g) {
                        return embed_in_zeros(g, in, [=](const Tensor& z) { return slice(z, dim, start, end, step); });
                      });
 }
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
-  return record_view("NarrowBackward", ops::narrow(t, dim, start, length), t,
+  return record_view("NarrowBackward", untracked::narrow(t, dim, start, length), t,
                      [in = t.sizes(), dim, start, length](const Tensor& g) {
                        return embed_in_zeros(g, in, [=](const Tensor& z) { return narrow(z, dim, start, length); });
                      });
 }
 
 Tensor select(const Tensor& t, int64_t dim, int64_t index) {
-  return record_view("SelectBackward", ops::select(t, dim, index), t, [in = t.sizes(), dim, index](const Tensor& g) {
-    return embed_in_zeros(g, in, [=](const Tensor& z) { return select(z, dim, index); });
-  });
+  return record_view("SelectBackward", untracked::select(t, dim, index), t,
+                     [in = t.sizes(), dim, index](const Tensor& g) {
+                       return embed_in_zeros(g, in, [=](const Tensor& z) { return select(z, dim, index); });
+                     });
 }
 
 std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
-  std::vector<Tensor> pieces = ops::unbind(t, dim);
+  std::vector<Tensor> pieces = untracked::unbind(t, dim);
   std::vector<Tensor*> outputs;
   for (Tensor& piece : pieces) outputs.push_back(&piece);
   if (record("UnbindBackward", std::vector<Tensor>{t}, outputs, [dim](const BackwardContext& ctx) {
@@ -191,21 +192,21 @@ std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
-  return record_pieces("SplitBackward", ops::split(t, split_size, dim), t, dim);
+  return record_pieces("SplitBackward", untracked::split(t, split_size, dim), t, dim);
 }
 
 std::vector<Tensor> split_with_sizes(const Tensor& t, const Shape& split_sizes, int64_t dim) {
-  return record_pieces("SplitWithSizesBackward", ops::split_with_sizes(t, split_sizes, dim), t, dim);
+  return record_pieces("SplitWithSizesBackward", untracked::split_with_sizes(t, split_sizes, dim), t, dim);
 }
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
-  return record_pieces("ChunkBackward", ops::chunk(t, chunks, dim), t, dim);
+  return record_pieces("ChunkBackward", untracked::chunk(t, chunks, dim), t, dim);
 }
 
 Tensor sum_to(const Tensor& t, const Shape& sizes) {
   t.check_defined("sum_to");
   if (t.sizes() == sizes) return t;
-  const Shape dims = ops::sum_to_dims(t.sizes(), sizes, "sum_to");
+  const Shape dims = untracked::sum_to_dims(t.sizes(), sizes, "sum_to");
   const Tensor summed = dims.empty() ? t : sum(t, dims, /*keepdim=*/true);
   return reshape(summed, sizes);
 }

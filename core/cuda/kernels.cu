@@ -1112,7 +1112,7 @@ const DeviceKernels& kernels() {
       .binary_scalar = binary_scalar,
       .where = where,
       .reduce = reduce,
-      .reduce_products = nullptr,  // ops::sum_of_product multiplies, then sums
+      .reduce_products = nullptr,  // untracked::sum_of_product multiplies, then sums
       .gemm = gemm,
       .index_select = index_select,
       .gather = gather,

@@ -185,10 +185,10 @@ TEST(Grad, UnusedInputIsAnErrorUnlessAllowed) {
   const Tensor x = leaf({1});
   const Tensor unused = leaf({5});
   const Tensor y = (x * 2.0).sum();
-  EXPECT_ERROR_CONTAINS(autograd::grad({y}, {x, unused}, {}, true),
+  EXPECT_ERROR_CONTAINS(autograd::grad({y}, {x, unused}, {.retain_graph = true}),
                         "grad: input 1 (a float64 tensor of shape [1] on cpu) was not used to compute the outputs",
                         "allow_unused=true");
-  const TensorList grads = autograd::grad({y}, {x, unused}, {}, true, false, /*allow_unused=*/true);
+  const TensorList grads = autograd::grad({y}, {x, unused}, {.retain_graph = true, .allow_unused = true});
   EXPECT_DOUBLE_EQ(grads[0].item<double>(), 2);
   EXPECT_FALSE(grads[1].defined());
 }
@@ -225,9 +225,9 @@ TEST(Grad, InputsAtSeveralDepthsOfABranchingGraph) {
   const Tensor h1 = x * 2.0;
   const Tensor h2 = sin(h1);
   const Tensor y = (h2 * h1).sum();
-  const TensorList of_h2 = autograd::grad({y}, {h2}, {}, /*retain_graph=*/true);
+  const TensorList of_h2 = autograd::grad({y}, {h2}, {.retain_graph = true});
   EXPECT_EQ(values(of_h2[0]), values(h1));
-  const TensorList of_h2_h1 = autograd::grad({y}, {h2, h1}, {}, /*retain_graph=*/true);
+  const TensorList of_h2_h1 = autograd::grad({y}, {h2, h1}, {.retain_graph = true});
   EXPECT_EQ(values(of_h2_h1[0]), values(h1));
   const std::vector<double> dh1 = values(of_h2_h1[1]);
   for (size_t i = 0; i < dh1.size(); ++i) {
@@ -357,6 +357,27 @@ TEST(Graph, FreesSavedTensorsWhenOutputsGoAway) {
     EXPECT_FALSE(node.expired());
   }
   EXPECT_TRUE(node.expired());
+}
+
+// The optional arguments by name (BackwardOptions, GradOptions), one at a time too: GCC 12 read
+// `{.create_graph = true}` as a list of one tensor when an overload took grad_outputs beside them.
+TEST(AutogradOptions, OptionsAreGivenByName) {
+  const Tensor x = leaf({1, 2}), w = leaf({3, -1}), unused = leaf({0});
+  const Tensor y = x * x * w;
+  ASSERT_TRUE(autograd::grad({y.sum()}, {x}, {.create_graph = true})[0].requires_grad());
+  const TensorList first = autograd::grad({y.sum()}, {x}, {.retain_graph = true, .create_graph = true});
+  ASSERT_TRUE(first[0].requires_grad()) << "create_graph by name recorded nothing";
+  EXPECT_EQ(values(first[0]), (std::vector<double>{6, -4}));  // 2 x w
+  EXPECT_EQ(values(autograd::grad({first[0].sum()}, {w}, {.retain_graph = true})[0]), (std::vector<double>{2, 4}));
+  const TensorList with_unused = autograd::grad({y.sum()}, {x, unused}, {.retain_graph = true, .allow_unused = true});
+  EXPECT_FALSE(with_unused[1].defined());
+  EXPECT_ERROR_CONTAINS(autograd::grad({y.sum()}, {unused}, {.retain_graph = true}), "was not used");
+
+  autograd::backward({y}, {.grad_outputs = {from_vector<double>({1, 10})}, .retain_graph = true, .inputs = {w}});
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{1, 40}));  // v * x^2
+  EXPECT_FALSE(x.grad().defined()) << "backward limited to w accumulated into x";
+  autograd::backward({y.sum()}, {.inputs = {x}});
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{6, -4}));
 }
 
 }  // namespace

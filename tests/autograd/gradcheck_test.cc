@@ -33,7 +33,7 @@ TensorList one(Tensor t) { return {std::move(t)}; }
 std::vector<OpCase> all_cases() {
   using In = const TensorList&;
   using D = OpCase::Domain;
-  const ops::Im2colOptions window{.kernel_size = {2, 2}, .stride = {1, 2}, .padding = {1, 0}, .dilation = {1, 1}};
+  const Im2colOptions window{.kernel_size = {2, 2}, .stride = {1, 2}, .padding = {1, 0}, .dilation = {1, 1}};
   return {
       {"add_broadcast", {{2, 3}, {3}}, [](In x) { return one(add(x[0], x[1])); }},
       {"add_scalar", {{3}}, [](In x) { return one(x[0] + 2.0); }},
@@ -277,19 +277,19 @@ TensorList make_inputs(const OpCase& c, bool non_contiguous, Device device) {
   TensorList inputs;
   for (const Shape& shape : c.shapes) {
     Tensor values = randn(shape, {.dtype = kFloat64});
-    if (c.domain == OpCase::Domain::kPositive) values = ops::add(ops::abs(values), 0.3);
+    if (c.domain == OpCase::Domain::kPositive) values = untracked::add(untracked::abs(values), 0.3);
     if (c.domain == OpCase::Domain::kAwayFromZero) {
-      values = ops::add(values, ops::mul(ops::sign(values), 0.2));
+      values = untracked::add(values, untracked::mul(untracked::sign(values), 0.2));
     }
     if (non_contiguous && !shape.empty()) {
       // Interleave with padding along the last dim and take every other element: a strided view.
       Shape wide = shape;
       wide.back() *= 2;
       Tensor storage = zeros(wide, {.dtype = kFloat64});
-      ops::copy_(ops::slice(storage, -1, 0, wide.back(), 2), values);
-      values = ops::slice(storage, -1, 0, wide.back(), 2);
+      untracked::copy_(untracked::slice(storage, -1, 0, wide.back(), 2), values);
+      values = untracked::slice(storage, -1, 0, wide.back(), 2);
     }
-    values = ops::to(values, device);
+    values = untracked::to(values, device);
     values.requires_grad_();
     inputs.push_back(values);
   }
@@ -329,7 +329,7 @@ INSTANTIATE_TEST_SUITE_P(EveryOp, OpGradients, ::testing::ValuesIn(all_cases()),
 TEST(Gradcheck, CatchesAWrongFormula) {
   // A deliberately wrong backward (2x instead of 3x^2) must be reported with both values.
   auto wrong_cube = [](const TensorList& x) {
-    Tensor result = ops::pow(x[0], 3.0);
+    Tensor result = untracked::pow(x[0], 3.0);
     if (auto node = autograd::record("WrongCubeBackward", {&x[0]}, {&result}, [](const autograd::BackwardContext& ctx) {
           return TensorList{mul(ctx.grads[0], mul(ctx.saved[0], 2.0))};
         })) {
@@ -347,10 +347,10 @@ TEST(Gradcheck, GradgradcheckCatchesAFormulaThatIsOnlyFirstOrder) {
   // Right values, but computed with core kernels: the gradient does not record its dependence
   // on x, so the second derivative comes out wrong and gradgradcheck must say so.
   auto cube = [](const TensorList& x) {
-    Tensor result = ops::pow(x[0], 3.0);
+    Tensor result = untracked::pow(x[0], 3.0);
     if (auto node =
             autograd::record("UnrecordedCubeBackward", {&x[0]}, {&result}, [](const autograd::BackwardContext& ctx) {
-              return TensorList{mul(ctx.grads[0], ops::mul(ops::pow(ctx.saved[0], 2.0), 3.0))};
+              return TensorList{mul(ctx.grads[0], untracked::mul(untracked::pow(ctx.saved[0], 2.0), 3.0))};
             })) {
       node->save(x[0]);
     }
@@ -366,7 +366,7 @@ TEST(Gradcheck, GradgradcheckCatchesAFormulaThatIsOnlyFirstOrder) {
 TEST(Gradcheck, RejectsFloat32AndExpandedInputs) {
   const Tensor f32 = zeros({2}, requires_grad());
   EXPECT_ERROR_CONTAINS(autograd::gradcheck([](const TensorList& x) { return x; }, {f32}), "expected float64");
-  const Tensor expanded = ops::expand(zeros({1}, {.dtype = kFloat64}), {3});
+  const Tensor expanded = untracked::expand(zeros({1}, {.dtype = kFloat64}), {3});
   expanded.requires_grad_();
   EXPECT_ERROR_CONTAINS(autograd::gradcheck([](const TensorList& x) { return x; }, {expanded}), "more than once");
   EXPECT_ERROR_CONTAINS(autograd::gradcheck([](const TensorList& x) { return x; }, {zeros({2}, {.dtype = kFloat64})}),

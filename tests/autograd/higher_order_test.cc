@@ -18,9 +18,9 @@ TEST(HigherOrder, DerivativesOfACubeUpToThirdOrder) {
   const Tensor x = from_vector<double>({2, -1});
   x.requires_grad_();
   const Tensor y = sum(pow(x, 3.0));
-  const Tensor first = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  const Tensor first = autograd::grad({y}, {x}, {.create_graph = true})[0];
   EXPECT_EQ(values(first), (std::vector<double>{12, 3}));  // 3x^2
-  const Tensor second = autograd::grad({sum(first)}, {x}, {}, std::nullopt, true)[0];
+  const Tensor second = autograd::grad({sum(first)}, {x}, {.create_graph = true})[0];
   EXPECT_EQ(values(second), (std::vector<double>{12, -6}));  // 6x
   const Tensor third = autograd::grad({sum(second)}, {x})[0];
   EXPECT_EQ(values(third), (std::vector<double>{6, 6}));
@@ -31,7 +31,7 @@ TEST(HigherOrder, ThirdDerivativeOfTanhMatchesTheClosedForm) {
   const Tensor x = from_vector<double>({v});
   x.requires_grad_();
   Tensor d = tanh(x);
-  for (int order = 0; order < 3; ++order) d = autograd::grad({d}, {x}, {}, std::nullopt, true)[0];
+  for (int order = 0; order < 3; ++order) d = autograd::grad({d}, {x}, {.create_graph = true})[0];
   const double t = std::tanh(v);
   // d^3/dx^3 tanh = -2 (1 - t^2)(1 - 3 t^2)
   EXPECT_NEAR(d.item<double>(), -2 * (1 - t * t) * (1 - 3 * t * t), 1e-12);
@@ -56,7 +56,7 @@ TEST(HigherOrder, ThirdOrderGradcheckThroughAConvolution) {
   weight.requires_grad_();
   const auto first_derivative = [input](const TensorList& w) {
     const Tensor loss = sum(pow(tanh(conv2d(input, w[0])), 2.0));
-    return autograd::grad({loss}, {w[0]}, {}, true, /*create_graph=*/true);
+    return autograd::grad({loss}, {w[0]}, {.retain_graph = true, .create_graph = true});
   };
   EXPECT_TRUE(autograd::gradgradcheck(first_derivative, {weight}));
 }
@@ -77,10 +77,10 @@ TensorList batch_norm_parameters() {
 TEST(HigherOrder, BatchNormSecondOrderIsTheSameRecordedOrNot) {
   manual_seed(5);
   const TensorList p = batch_norm_parameters();
-  const TensorList first = autograd::grad({batch_norm_loss(p)}, p, {}, true, /*create_graph=*/true);
+  const TensorList first = autograd::grad({batch_norm_loss(p)}, p, {.retain_graph = true, .create_graph = true});
   const Tensor mixed = sum(first[0] * first[0]) + sum(first[1] * first[2]);
-  const TensorList fused = autograd::grad({mixed}, p, {}, true, /*create_graph=*/false);
-  const TensorList recorded = autograd::grad({mixed}, p, {}, true, /*create_graph=*/true);
+  const TensorList fused = autograd::grad({mixed}, p, {.retain_graph = true});
+  const TensorList recorded = autograd::grad({mixed}, p, {.retain_graph = true, .create_graph = true});
   for (size_t i = 0; i < p.size(); ++i) {
     ASSERT_TRUE(recorded[i].requires_grad());
     const std::vector<double> a = fused[i].to_vector<double>(), b = recorded[i].to_vector<double>();
@@ -93,7 +93,7 @@ TEST(HigherOrder, ThirdOrderGradcheckThroughBatchNorm) {
   manual_seed(6);
   const TensorList p = batch_norm_parameters();
   const auto first_derivative = [](const TensorList& q) {
-    return autograd::grad({batch_norm_loss(q)}, q, {}, true, /*create_graph=*/true);
+    return autograd::grad({batch_norm_loss(q)}, q, {.retain_graph = true, .create_graph = true});
   };
   EXPECT_TRUE(autograd::gradgradcheck(first_derivative, p));
 }
@@ -109,7 +109,7 @@ Tensor maml_outer_loss(const TensorList& params, const Tensor& xs, const Tensor&
                        int steps, double lr) {
   TensorList fast = params;
   for (int step = 0; step < steps; ++step) {
-    const TensorList grads = autograd::grad({mse(mlp(fast, xs), ys)}, fast, {}, std::nullopt, /*create_graph=*/true);
+    const TensorList grads = autograd::grad({mse(mlp(fast, xs), ys)}, fast, {.create_graph = true});
     for (size_t i = 0; i < fast.size(); ++i) fast[i] = fast[i] - grads[i] * lr;
   }
   return mse(mlp(fast, xq), yq);
@@ -118,13 +118,13 @@ Tensor maml_outer_loss(const TensorList& params, const Tensor& xs, const Tensor&
 TEST(HigherOrder, SecondOrderMamlGradientMatchesFiniteDifferencesOfTheInnerLoop) {
   manual_seed(11);
   const auto f64 = TensorOptions{.dtype = kFloat64};
-  TensorList params = {ops::mul(randn({1, 8}, f64), 0.8), ops::mul(randn({8}, f64), 0.1),
-                       ops::mul(randn({8, 1}, f64), 0.5), zeros({1}, f64)};
+  TensorList params = {untracked::mul(randn({1, 8}, f64), 0.8), untracked::mul(randn({8}, f64), 0.1),
+                       untracked::mul(randn({8, 1}, f64), 0.5), zeros({1}, f64)};
   for (const Tensor& p : params) p.requires_grad_();
-  const Tensor xs = ops::sub(ops::mul(rand({5, 1}, f64), 10.0), 5.0);
-  const Tensor xq = ops::sub(ops::mul(rand({5, 1}, f64), 10.0), 5.0);
-  const Tensor ys = ops::mul(ops::sin(ops::add(xs, 0.5)), 2.0);
-  const Tensor yq = ops::mul(ops::sin(ops::add(xq, 0.5)), 2.0);
+  const Tensor xs = untracked::sub(untracked::mul(rand({5, 1}, f64), 10.0), 5.0);
+  const Tensor xq = untracked::sub(untracked::mul(rand({5, 1}, f64), 10.0), 5.0);
+  const Tensor ys = untracked::mul(untracked::sin(untracked::add(xs, 0.5)), 2.0);
+  const Tensor yq = untracked::mul(untracked::sin(untracked::add(xq, 0.5)), 2.0);
   const auto outer = [&](const TensorList& p) { return TensorList{maml_outer_loss(p, xs, ys, xq, yq, 3, 0.05)}; };
   EXPECT_TRUE(autograd::gradcheck(outer, params, {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5}));
 
@@ -137,7 +137,7 @@ TEST(HigherOrder, SecondOrderMamlGradientMatchesFiniteDifferencesOfTheInnerLoop)
     for (size_t i = 0; i < fast.size(); ++i) fast[i] = fast[i] - grads[i].detach() * 0.05;
   }
   const TensorList first_order = autograd::grad({mse(mlp(fast, xq), yq)}, params);
-  EXPECT_FALSE(ops::allclose(exact[0], first_order[0], 1e-3, 1e-6));
+  EXPECT_FALSE(untracked::allclose(exact[0], first_order[0], 1e-3, 1e-6));
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ TEST(Creation, ScalarTensorIsZeroDim) {
 
 TEST(Creation, LikeFunctionsCopySizesDtypeAndDevice) {
   // A non-contiguous source: the results are still fresh contiguous tensors of its sizes.
-  Tensor like = ops::t(zeros({3, 2}, {.dtype = kInt64}));
+  Tensor like = untracked::t(zeros({3, 2}, {.dtype = kInt64}));
   for (const Tensor& t : {empty_like(like), zeros_like(like), ones_like(like), full_like(like, 9)}) {
     EXPECT_EQ(t.sizes(), (Shape{2, 3}));
     EXPECT_EQ(t.dtype(), kInt64);

@@ -11,7 +11,7 @@
 namespace distgrad {
 namespace {
 
-using namespace ops;
+using namespace untracked;
 
 // Results of one op, flattened and joined so that multi-output ops compare in one go.
 using OpFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
@@ -41,7 +41,7 @@ std::vector<ParityCase> all_cases() {
   for (DType dtype : {kFloat32, kFloat64}) {
     const std::string suffix = dtype == kFloat32 ? "_f32" : "_f64";
     add_case(
-        "add_broadcast" + suffix, {{3, 1, 4}, {5, 1}}, [](In x) { return one(x[0] + x[1]); }, dtype);
+        "add_broadcast" + suffix, {{3, 1, 4}, {5, 1}}, [](In x) { return one(add(x[0], x[1])); }, dtype);
     add_case(
         "matmul_2d" + suffix, {{17, 33}, {33, 9}}, [](In x) { return one(matmul(x[0], x[1])); }, dtype);
     add_case(
@@ -65,17 +65,17 @@ std::vector<ParityCase> all_cases() {
         },
         dtype);
   }
-  add_case("sub", {{4, 5}, {4, 5}}, [](In x) { return one(x[0] - x[1]); });
-  add_case("mul_transposed", {{4, 5}, {5, 4}}, [](In x) { return one(x[0] * t(x[1])); });
-  add_case("div", {{6}, {6}}, [](In x) { return one(x[0] / (abs(x[1]) + 0.5)); });
-  add_case("scalar_ops", {{7}}, [](In x) { return one((2.0 - x[0]) * 3.0 + 1.0 / (abs(x[0]) + 1.0)); });
-  add_case("pow", {{5}, {5}}, [](In x) { return one(pow(abs(x[0]) + 0.1, x[1])); });
+  add_case("sub", {{4, 5}, {4, 5}}, [](In x) { return one(sub(x[0], x[1])); });
+  add_case("mul_transposed", {{4, 5}, {5, 4}}, [](In x) { return one(mul(x[0], t(x[1]))); });
+  add_case("div", {{6}, {6}}, [](In x) { return one(div(x[0], add(abs(x[1]), 0.5))); });
+  add_case("scalar_ops", {{7}}, [](In x) { return one(add(mul(sub(2.0, x[0]), 3.0), div(1.0, add(abs(x[0]), 1.0)))); });
+  add_case("pow", {{5}, {5}}, [](In x) { return one(pow(add(abs(x[0]), 0.1), x[1])); });
   add_case("pow_scalar", {{5}}, [](In x) { return std::vector{pow(x[0], 3.0), pow(2.0, x[0])}; });
   add_case("maximum_minimum", {{3, 4}, {4}}, [](In x) {
     return std::vector{maximum(x[0], x[1]), minimum(x[0], x[1])};
   });
   add_case("unary", {{2, 50}}, [](In x) {
-    const Tensor positive = abs(x[0]) + 0.1;
+    const Tensor positive = add(abs(x[0]), 0.1);
     return std::vector{neg(x[0]),
                        abs(x[0]),
                        sign(x[0]),
@@ -106,8 +106,8 @@ std::vector<ParityCase> all_cases() {
                        to(logical_or(gt(x[0], 0.0), logical_not(gt(x[1], 0.0))), kFloat64)};
   });
   add_case("int64_arithmetic", {{6}}, [](In x) {
-    const Tensor i = to(x[0] * 10.0, kInt64);
-    return one(to(i * 3 + pow(i, 2.0) - abs(i), kFloat64));
+    const Tensor i = to(mul(x[0], 10.0), kInt64);
+    return one(to(sub(add(mul(i, 3), pow(i, 2.0)), abs(i)), kFloat64));
   });
   add_case("in_place", {{4, 3}, {3}}, [](In x) {
     Tensor y = clone(x[0]);
@@ -150,7 +150,7 @@ std::vector<ParityCase> all_cases() {
                        to(argmin(x[0], 1), kFloat64)};
   });
   add_case("softmax_family", {{5, 9}}, [](In x) {
-    return std::vector{softmax(x[0], 1), log_softmax(x[0], 0), logsumexp(x[0] * 100.0, {1})};
+    return std::vector{softmax(x[0], 1), log_softmax(x[0], 0), logsumexp(mul(x[0], 100.0), {1})};
   });
   add_case("norms", {{4, 6}}, [](In x) {
     return std::vector{norm(x[0]), norm(x[0], 1, {1}), norm(x[0], 3, {0}),
@@ -200,9 +200,9 @@ std::vector<ParityCase> all_cases() {
   // Overlapping windows with ties (signs), so that inputs gather several gradients. The second
   // input holds the outputs' gradients, cut to each pooling's output shape (at most 8x9).
   add_case("max_pool2d_backward", {{2, 3, 7, 8}, {2, 3, 8, 9}}, [](In x) {
-    const ops::Pool2dOptions overlapping{.kernel_size = {3, 2}, .stride = {1, 1}, .padding = {1, 1}};
-    const ops::Pool2dOptions halving{.kernel_size = {2, 2}};
-    const auto backward = [&](const ops::Pool2dOptions& options) {
+    const Pool2dOptions overlapping{.kernel_size = {3, 2}, .stride = {1, 1}, .padding = {1, 1}};
+    const Pool2dOptions halving{.kernel_size = {2, 2}};
+    const auto backward = [&](const Pool2dOptions& options) {
       auto [pooled, indices] = max_pool2d(sign(x[0]), options);
       return max_pool2d_backward(narrow(narrow(x[1], 2, 0, pooled.size(2)), 3, 0, pooled.size(3)), indices,
                                  x[0].sizes(), options);
@@ -218,13 +218,13 @@ std::vector<ParityCase> all_cases() {
     add_case(
         "batch_norm" + suffix, {image, channels, channels, image, image, channels, channels, {300, 4}},
         [](In x) {
-          const Tensor input = x[0] + 3.0, flat = x[7] * 2.0;
+          const Tensor input = add(x[0], 3.0), flat = mul(x[7], 2.0);
           const BatchNormOutputs affine = batch_norm(input, x[1], x[2], 1e-5);
           const BatchNormOutputs plain = batch_norm(flat, {}, {}, 1e-3);
           const BatchNormGrads grads = batch_norm_backward(x[3], input, x[1], affine.mean, affine.invstd);
           const BatchNormGrads bias_only =
               batch_norm_backward(x[3], input, {}, affine.mean, affine.invstd, {.input = false, .weight = false});
-          const Tensor in_place = contiguous(x[3]) * 1.0;
+          const Tensor in_place = mul(contiguous(x[3]), 1.0);
           batch_norm_backward_(in_place, input, x[1], affine.mean, affine.invstd, {.weight = false, .bias = false});
           const BatchNormDoubleGrads second =
               batch_norm_double_backward(x[4], x[5], x[6], x[3], input, x[1], affine.mean, affine.invstd);
@@ -251,13 +251,13 @@ std::vector<ParityCase> all_cases() {
         },
         dtype);
   }
-  add_case("large_elementwise", {{1 << 18}, {1 << 18}}, [](In x) { return one(x[0] * x[1] + x[0]); });
+  add_case("large_elementwise", {{1 << 18}, {1 << 18}}, [](In x) { return one(add(mul(x[0], x[1]), x[0])); });
   // Contiguous views at odd offsets and lengths: the vectorized path must fall back or finish the tail.
   add_case(
       "unaligned_contiguous", {{1003}},
       [](In x) {
         const Tensor shifted = narrow(x[0], 0, 1, 1001), unshifted = narrow(x[0], 0, 0, 1001);
-        return std::vector{shifted * unshifted, exp(shifted), unshifted + 1.0, to(gt(shifted, 0.0), kFloat32)};
+        return std::vector{mul(shifted, unshifted), exp(shifted), add(unshifted, 1.0), to(gt(shifted, 0.0), kFloat32)};
       },
       kFloat32);
   add_case("large_reduction_inner", {{300, 1000}}, [](In x) {

@@ -12,7 +12,7 @@
 namespace distgrad {
 namespace {
 
-using namespace ops;
+using namespace untracked;
 using testing::values;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -96,7 +96,7 @@ TEST(Half, TensorsAreMadeConvertedCopiedAndViewed) {
 
 TEST(Half, OpsThatComputeRefuseThemNamingTheDtype) {
   const Tensor h = to(ones({4}), kFloat16), b = to(ones({4}), kBFloat16);
-  EXPECT_ERROR_CONTAINS(add(h, h), "float16 tensors are for storage", "ops::to(t, kFloat32)");
+  EXPECT_ERROR_CONTAINS(add(h, h), "float16 tensors are for storage", "distgrad::to(t, kFloat32)");
   EXPECT_ERROR_CONTAINS(sum(b), "bfloat16 tensors are for storage");
   EXPECT_ERROR_CONTAINS(matmul(reshape(h, {2, 2}), reshape(h, {2, 2})), "float16");
 }

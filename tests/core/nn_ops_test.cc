@@ -10,7 +10,6 @@
 namespace distgrad {
 namespace {
 
-using ops::Im2colOptions;
 using ::testing::ElementsAre;
 using testing::values;
 
@@ -170,8 +169,8 @@ void expect_close(const Tensor& actual, const std::vector<double>& expected, dou
 
 TEST(Conv2d, SumsEachWindow) {
   // An all-ones 3 x 3 filter over 0..15 in a 4 x 4 image: each output is its window's sum.
-  Tensor image = ops::view(arange(16, {.dtype = kFloat64}), {1, 1, 4, 4});
-  Tensor out = ops::conv2d(image, ones({1, 1, 3, 3}, {.dtype = kFloat64}));
+  Tensor image = untracked::view(arange(16, {.dtype = kFloat64}), {1, 1, 4, 4});
+  Tensor out = untracked::conv2d(image, ones({1, 1, 3, 3}, {.dtype = kFloat64}));
   EXPECT_EQ(out.sizes(), (Shape{1, 1, 2, 2}));
   EXPECT_THAT(values(out), ElementsAre(45, 54, 81, 90));
 }
@@ -182,8 +181,8 @@ TEST(Conv2d, MatchesADirectLoop) {
   const std::vector<double> input = random_values(g.input_numel(), 1);
   const std::vector<double> weight = random_values(out_channels * 3 * 3 * 2, 2);
   const std::vector<double> bias = random_values(out_channels, 3);
-  Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 3, 3, 2}),
-                           from_vector(bias), {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
+  Tensor out = untracked::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 3, 3, 2}),
+                                 from_vector(bias), {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
   EXPECT_EQ(out.sizes(), (Shape{2, out_channels, g.out_h(), g.out_w()}));
   expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
 }
@@ -195,8 +194,8 @@ TEST(Conv2d, MatchesADirectLoopWithUnitWidthStrideDilationAndWidePadding) {
   const std::vector<double> input = random_values(g.input_numel(), 4);
   const std::vector<double> weight = random_values(out_channels * 2 * 2 * 3, 5);
   const std::vector<double> bias = random_values(out_channels, 6);
-  Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 2, 2, 3}),
-                           from_vector(bias), {.stride = {1, 1}, .padding = {1, 3}, .dilation = {1, 2}});
+  Tensor out = untracked::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 2, 2, 3}),
+                                 from_vector(bias), {.stride = {1, 1}, .padding = {1, 3}, .dilation = {1, 2}});
   EXPECT_EQ(out.sizes(), (Shape{2, out_channels, g.out_h(), g.out_w()}));
   expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
 }
@@ -209,8 +208,9 @@ TEST(Conv2d, ABatchInChunksMatchesADirectLoop) {
   const std::vector<double> input = random_values(g.input_numel(), 41);
   const std::vector<double> weight = random_values(out_channels * 8 * 9, 42);
   const std::vector<double> bias = random_values(out_channels, 43);
-  const Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 8, 3, 3}),
-                                 from_vector(bias), {.padding = {1, 1}});
+  const Tensor out =
+      untracked::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {out_channels, 8, 3, 3}),
+                        from_vector(bias), {.padding = {1, 1}});
   expect_close(out, naive_conv2d(input, weight, bias, g, out_channels));
 }
 
@@ -231,11 +231,12 @@ TEST(Conv2dGradients, MatchTheDirectLoop) {
     const std::vector<double> input = random_values(g.input_numel(), 44);
     const std::vector<double> weight = random_values(shape_numel(weight_shape), 45);
     const std::vector<double> grad = random_values(g.batch * out_channels * g.out_h() * g.out_w(), 46);
-    const ops::Conv2dOptions options{.stride = c.stride, .padding = c.padding, .dilation = c.dilation};
+    const Conv2dOptions options{.stride = c.stride, .padding = c.padding, .dilation = c.dilation};
     const Tensor grad_output = from_vector(grad, {g.batch, out_channels, g.out_h(), g.out_w()});
-    const Tensor input_grad = ops::conv2d_input_grad(grad_output, from_vector(weight, weight_shape), c.input, options);
+    const Tensor input_grad =
+        untracked::conv2d_input_grad(grad_output, from_vector(weight, weight_shape), c.input, options);
     const Tensor weight_grad =
-        ops::conv2d_weight_grad(grad_output, from_vector(input, g.input_shape()), weight_shape, options);
+        untracked::conv2d_weight_grad(grad_output, from_vector(input, g.input_shape()), weight_shape, options);
     const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, out_channels);
     EXPECT_EQ(input_grad.sizes(), g.input_shape());
     EXPECT_EQ(weight_grad.sizes(), weight_shape);
@@ -250,11 +251,12 @@ TEST(Conv2dGradients, MatchTheDirectLoop) {
   const Tensor grad_output = from_vector(grad, {2, g.out_h(), g.out_w()});
   const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, 2);
   const Tensor input_grad =
-      ops::conv2d_input_grad(grad_output, from_vector(weight, {2, 2, 3, 3}), {2, 5, 4}, {.padding = {1, 1}});
+      untracked::conv2d_input_grad(grad_output, from_vector(weight, {2, 2, 3, 3}), {2, 5, 4}, {.padding = {1, 1}});
   EXPECT_EQ(input_grad.sizes(), (Shape{2, 5, 4}));
   expect_close(input_grad, expected.input, 1e-12);
-  expect_close(ops::conv2d_weight_grad(grad_output, from_vector(input, {2, 5, 4}), {2, 2, 3, 3}, {.padding = {1, 1}}),
-               expected.weight, 1e-12);
+  expect_close(
+      untracked::conv2d_weight_grad(grad_output, from_vector(input, {2, 5, 4}), {2, 2, 3, 3}, {.padding = {1, 1}}),
+      expected.weight, 1e-12);
 }
 
 // 3 x 3 convolutions with stride 1, at least 8 channels in and out and outputs at least 7 wide
@@ -280,18 +282,18 @@ TEST(Conv2dWinograd, MatchesTheDirectLoop) {
     const std::vector<double> weight = random_values(shape_numel(weight_shape), 51);
     const std::vector<double> bias = random_values(c.out_channels, 52);
     const std::vector<double> grad = random_values(g.batch * c.out_channels * g.out_h() * g.out_w(), 53);
-    const Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, weight_shape),
-                                   from_vector(bias), {.padding = c.padding});
+    const Tensor out = untracked::conv2d(from_vector(input, g.input_shape()), from_vector(weight, weight_shape),
+                                         from_vector(bias), {.padding = c.padding});
     EXPECT_EQ(out.sizes(), (Shape{g.batch, c.out_channels, g.out_h(), g.out_w()}));
     expect_close(out, naive_conv2d(input, weight, bias, g, c.out_channels), 1e-12);
     const Tensor input_grad =
-        ops::conv2d_input_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
-                               from_vector(weight, weight_shape), g.input_shape(), {.padding = c.padding});
+        untracked::conv2d_input_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
+                                     from_vector(weight, weight_shape), g.input_shape(), {.padding = c.padding});
     const ConvGradients expected = naive_conv2d_backward(grad, input, weight, g, c.out_channels);
     expect_close(input_grad, expected.input, 1e-12);
     const Tensor weight_grad =
-        ops::conv2d_weight_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
-                                from_vector(input, g.input_shape()), weight_shape, {.padding = c.padding});
+        untracked::conv2d_weight_grad(from_vector(grad, {g.batch, c.out_channels, g.out_h(), g.out_w()}),
+                                      from_vector(input, g.input_shape()), weight_shape, {.padding = c.padding});
     expect_close(weight_grad, expected.weight, 1e-11);  // sums of up to 4500 products
   }
 }
@@ -303,19 +305,20 @@ TEST(Conv2dWinograd, Float32StaysCloseToFloat64) {
   const Tensor w = from_vector(random_values(shape_numel(weight_shape), 55), weight_shape);
   const Tensor b = from_vector(random_values(64, 56));
   const Tensor g = from_vector(random_values(shape_numel(out_shape), 57), out_shape);
-  const auto single = [](const Tensor& t) { return ops::to(t, kFloat32); };
-  const Tensor out = ops::conv2d(x, w, b, {.padding = {1, 1}});
-  expect_close(ops::conv2d(single(x), single(w), single(b), {.padding = {1, 1}}), values(out), 2e-5);
-  const Tensor input_grad = ops::conv2d_input_grad(g, w, input_shape, {.padding = {1, 1}});
-  expect_close(ops::conv2d_input_grad(single(g), single(w), input_shape, {.padding = {1, 1}}), values(input_grad),
+  const auto single = [](const Tensor& t) { return untracked::to(t, kFloat32); };
+  const Tensor out = untracked::conv2d(x, w, b, {.padding = {1, 1}});
+  expect_close(untracked::conv2d(single(x), single(w), single(b), {.padding = {1, 1}}), values(out), 2e-5);
+  const Tensor input_grad = untracked::conv2d_input_grad(g, w, input_shape, {.padding = {1, 1}});
+  expect_close(untracked::conv2d_input_grad(single(g), single(w), input_shape, {.padding = {1, 1}}), values(input_grad),
                2e-5);
-  const Tensor weight_grad = ops::conv2d_weight_grad(g, x, weight_shape, {.padding = {1, 1}});
-  expect_close(ops::conv2d_weight_grad(single(g), single(x), weight_shape, {.padding = {1, 1}}), values(weight_grad),
+  const Tensor weight_grad = untracked::conv2d_weight_grad(g, x, weight_shape, {.padding = {1, 1}});
+  expect_close(untracked::conv2d_weight_grad(single(g), single(x), weight_shape, {.padding = {1, 1}}),
+               values(weight_grad),
                1e-4);  // sums of 392 products of magnitude up to 1
-  const ops::Conv2dGrads grads = ops::conv2d_backward(single(g), single(x), single(w), {}, {.padding = {1, 1}});
+  const Conv2dGrads grads = untracked::conv2d_backward(single(g), single(x), single(w), {}, {.padding = {1, 1}});
   expect_close(grads.input, values(input_grad), 2e-5);
   expect_close(grads.weight, values(weight_grad), 1e-4);
-  expect_close(grads.bias, values(ops::sum(g, {0, 2, 3})), 1e-4);
+  expect_close(grads.bias, values(untracked::sum(g, {0, 2, 3})), 1e-4);
 }
 
 // conv2d_backward gives each gradient alone or with any of the others, as the direct loop does:
@@ -347,12 +350,12 @@ TEST(Conv2dBackward, MatchesTheDirectLoop) {
     std::vector<double> expected_bias(c.out_channels, 0.0);
     for (size_t k = 0; k < grad.size(); ++k) expected_bias[k / (g.out_h() * g.out_w()) % c.out_channels] += grad[k];
     for (int mask = 1; mask < 8; ++mask) {
-      const ops::Conv2dGradsNeeded needed{.input = (mask & 1) != 0, .weight = (mask & 2) != 0, .bias = (mask & 4) != 0};
+      const Conv2dGradsNeeded needed{.input = (mask & 1) != 0, .weight = (mask & 2) != 0, .bias = (mask & 4) != 0};
       SCOPED_TRACE(shape_str(c.input) + " needing input " + std::to_string(needed.input) + ", weight " +
                    std::to_string(needed.weight) + ", bias " + std::to_string(needed.bias));
-      const ops::Conv2dGrads grads =
-          ops::conv2d_backward(from_vector(grad, output_shape), from_vector(input, input_shape),
-                               from_vector(weight, weight_shape), needed, {.stride = c.stride, .padding = c.padding});
+      const Conv2dGrads grads = untracked::conv2d_backward(
+          from_vector(grad, output_shape), from_vector(input, input_shape), from_vector(weight, weight_shape), needed,
+          {.stride = c.stride, .padding = c.padding});
       ASSERT_EQ(grads.input.defined(), needed.input);
       ASSERT_EQ(grads.weight.defined(), needed.weight);
       ASSERT_EQ(grads.bias.defined(), needed.bias);
@@ -374,30 +377,31 @@ TEST(Conv2dBackward, MatchesTheDirectLoop) {
 
 TEST(Conv2dGradients, CheckTheirArguments) {
   const Tensor x = zeros({2, 3, 6, 6}), w = zeros({4, 3, 3, 3});
-  EXPECT_ERROR_CONTAINS(ops::conv2d_weight_grad(zeros({2, 4, 6, 6}), x, w.sizes()),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d_weight_grad(zeros({2, 4, 6, 6}), x, w.sizes()),
                         "conv2d_weight_grad: expected grad_output of shape [2, 4, 4, 4] (conv2d's output for input "
                         "[2, 3, 6, 6] and weight [4, 3, 3, 3]), found [2, 4, 6, 6]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_input_grad(zeros({2, 4, 4, 4}), zeros({4, 2, 3, 3}), x.sizes()),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d_input_grad(zeros({2, 4, 4, 4}), zeros({4, 2, 3, 3}), x.sizes()),
                         "conv2d_input_grad: expected weight of shape [O, 3, kh, kw] for input of shape [2, 3, 6, 6], "
                         "found [4, 2, 3, 3]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_input_grad(zeros({2, 4, 4, 4}, {.dtype = kFloat64}), w, x.sizes()),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d_input_grad(zeros({2, 4, 4, 4}, {.dtype = kFloat64}), w, x.sizes()),
                         "conv2d_input_grad: expected tensors of one dtype");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_input_grad(zeros({2, 4, 4, 4}), w, {3, 6, 6, 1, 1}),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d_input_grad(zeros({2, 4, 4, 4}), w, {3, 6, 6, 1, 1}),
                         "conv2d_input_grad: expected an input shape [N, C, H, W] or [C, H, W], found [3, 6, 6, 1, 1]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_weight_grad(zeros({2, 4, 4, 4}), x, {4, 3, 3}),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d_weight_grad(zeros({2, 4, 4, 4}), x, {4, 3, 3}),
                         "conv2d_weight_grad: expected weight of shape [O, 3, kh, kw]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 6, 6}), x, w, {}),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d_backward(zeros({2, 4, 6, 6}), x, w, {}),
                         "conv2d_backward: expected grad_output of shape [2, 4, 4, 4] (conv2d's output for input "
                         "[2, 3, 6, 6] and weight [4, 3, 3, 3]), found [2, 4, 6, 6]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d_backward(zeros({2, 4, 4, 4}), x, zeros({4, 3, 3, 3}, {.dtype = kFloat64}), {}),
-                        "conv2d_backward: expected tensors of one dtype");
+  EXPECT_ERROR_CONTAINS(
+      untracked::conv2d_backward(zeros({2, 4, 4, 4}), x, zeros({4, 3, 3, 3}, {.dtype = kFloat64}), {}),
+      "conv2d_backward: expected tensors of one dtype");
 }
 
 TEST(Conv2d, WithoutBias) {
   const Geometry g({3, 2, 5, 5}, {2, 3});
   const std::vector<double> input = random_values(g.input_numel(), 4);
   const std::vector<double> weight = random_values(5 * 2 * 2 * 3, 5);
-  Tensor out = ops::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {5, 2, 2, 3}));
+  Tensor out = untracked::conv2d(from_vector(input, g.input_shape()), from_vector(weight, {5, 2, 2, 3}));
   EXPECT_EQ(out.sizes(), (Shape{3, 5, 4, 3}));
   expect_close(out, naive_conv2d(input, weight, {}, g, 5));
 }
@@ -405,8 +409,9 @@ TEST(Conv2d, WithoutBias) {
 // The bias rides in the product (a row of ones in the columns): with no input channels the
 // output is the bias alone.
 TEST(Conv2d, NoInputChannelsGiveTheBias) {
-  const Tensor out = ops::conv2d(zeros({2, 0, 4, 4}, {.dtype = kFloat64}), zeros({3, 0, 3, 3}, {.dtype = kFloat64}),
-                                 from_vector(std::vector<double>{0.5, -1, 2}), {.padding = {1, 1}});
+  const Tensor out =
+      untracked::conv2d(zeros({2, 0, 4, 4}, {.dtype = kFloat64}), zeros({3, 0, 3, 3}, {.dtype = kFloat64}),
+                        from_vector(std::vector<double>{0.5, -1, 2}), {.padding = {1, 1}});
   EXPECT_EQ(out.sizes(), (Shape{2, 3, 4, 4}));
   std::vector<double> expected;
   for (int64_t k = 0; k < out.numel(); ++k) expected.push_back(std::vector<double>{0.5, -1, 2}[k / 16 % 3]);
@@ -418,8 +423,8 @@ TEST(Conv2d, UnbatchedInputGivesUnbatchedOutput) {
   const std::vector<double> input = random_values(g.input_numel(), 6);
   const std::vector<double> weight = random_values(3 * 2 * 3 * 3, 7);
   const std::vector<double> bias = {0.5, -1, 2};
-  Tensor out = ops::conv2d(from_vector(input, {2, 6, 5}), from_vector(weight, {3, 2, 3, 3}), from_vector(bias),
-                           {.stride = {2, 2}, .padding = {1, 1}});
+  Tensor out = untracked::conv2d(from_vector(input, {2, 6, 5}), from_vector(weight, {3, 2, 3, 3}), from_vector(bias),
+                                 {.stride = {2, 2}, .padding = {1, 1}});
   EXPECT_EQ(out.sizes(), (Shape{3, 3, 3}));
   expect_close(out, naive_conv2d(input, weight, bias, g, 3));
 }
@@ -440,11 +445,11 @@ TEST(Conv2d, NonContiguousInputAndWeight) {
       for (int64_t k = 0; k < 4; ++k) weight_stored[(c * 3 + o) * 4 + k] = weight[(o * 2 + c) * 4 + k];
     }
   }
-  Tensor x = ops::transpose(from_vector(input_stored, {2, 2, 5, 4}), 2, 3);
-  Tensor w = ops::permute(from_vector(weight_stored, {2, 3, 2, 2}), {1, 0, 2, 3});
+  Tensor x = untracked::transpose(from_vector(input_stored, {2, 2, 5, 4}), 2, 3);
+  Tensor w = untracked::permute(from_vector(weight_stored, {2, 3, 2, 2}), {1, 0, 2, 3});
   ASSERT_FALSE(x.is_contiguous());
   ASSERT_FALSE(w.is_contiguous());
-  expect_close(ops::conv2d(x, w, {}, {.padding = {1, 0}}), naive_conv2d(input, weight, {}, g, 3));
+  expect_close(untracked::conv2d(x, w, {}, {.padding = {1, 0}}), naive_conv2d(input, weight, {}, g, 3));
 }
 
 TEST(Conv2d, Float32AgreesWithTheFloat64Reference) {
@@ -452,8 +457,8 @@ TEST(Conv2d, Float32AgreesWithTheFloat64Reference) {
   const std::vector<double> input = random_values(g.input_numel(), 10);
   const std::vector<double> weight = random_values(4 * 3 * 3 * 3, 11);
   std::vector<float> input_f(input.begin(), input.end()), weight_f(weight.begin(), weight.end());
-  Tensor out =
-      ops::conv2d(from_vector(input_f, g.input_shape()), from_vector(weight_f, {4, 3, 3, 3}), {}, {.padding = {1, 1}});
+  Tensor out = untracked::conv2d(from_vector(input_f, g.input_shape()), from_vector(weight_f, {4, 3, 3, 3}), {},
+                                 {.padding = {1, 1}});
   EXPECT_EQ(out.dtype(), kFloat32);
   expect_close(out,
                naive_conv2d(std::vector<double>(input_f.begin(), input_f.end()),
@@ -464,28 +469,29 @@ TEST(Conv2d, Float32AgreesWithTheFloat64Reference) {
 TEST(Conv2d, ChecksChannelsAndShapes) {
   Tensor input = zeros({1, 3, 5, 5});
   EXPECT_ERROR_CONTAINS(
-      ops::conv2d(input, zeros({2, 2, 3, 3})),
+      untracked::conv2d(input, zeros({2, 2, 3, 3})),
       "conv2d: expected weight of shape [O, 3, kh, kw] for input of shape [1, 3, 5, 5], found [2, 2, 3, 3]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d(input, zeros({2, 3, 3})), "conv2d: expected weight of shape [O, 3, kh, kw]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d(input, zeros({2, 3, 3, 3}), zeros({3})),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(input, zeros({2, 3, 3})), "conv2d: expected weight of shape [O, 3, kh, kw]");
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(input, zeros({2, 3, 3, 3}), zeros({3})),
                         "conv2d: expected bias of shape [2], found [3]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({5, 5}), zeros({1, 1, 3, 3})),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(zeros({5, 5}), zeros({1, 1, 3, 3})),
                         "conv2d: expected input of shape [N, C, H, W] or [C, H, W], found [5, 5]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 3, 3}, {.dtype = kInt64}), zeros({1, 1, 1, 1}, {.dtype = kInt64})),
-                        "conv2d: expected a float32 or float64 tensor, found a int64 tensor");
-  EXPECT_ERROR_CONTAINS(ops::conv2d(input, zeros({2, 3, 3, 3}, {.dtype = kFloat64})),
+  EXPECT_ERROR_CONTAINS(
+      untracked::conv2d(zeros({1, 1, 3, 3}, {.dtype = kInt64}), zeros({1, 1, 1, 1}, {.dtype = kInt64})),
+      "conv2d: expected a float32 or float64 tensor, found a int64 tensor");
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(input, zeros({2, 3, 3, 3}, {.dtype = kFloat64})),
                         "conv2d: expected tensors of one dtype");
 }
 
 TEST(Conv2d, ChecksTheWindow) {
-  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 5, 5})),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 5, 5})),
                         "conv2d: the window (kernel [5, 5], dilation [1, 1]) does not fit the padded input of shape "
                         "[1, 1, 3, 3]");
-  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.dilation = {3, 1}}),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.dilation = {3, 1}}),
                         "the window (kernel [3, 3], dilation [3, 1]) does not fit");
-  EXPECT_EQ(ops::conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 5, 5}), {}, {.padding = {1, 1}}).sizes(),
+  EXPECT_EQ(untracked::conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 5, 5}), {}, {.padding = {1, 1}}).sizes(),
             (Shape{1, 1, 1, 1}));
-  EXPECT_ERROR_CONTAINS(ops::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}),
+  EXPECT_ERROR_CONTAINS(untracked::conv2d(zeros({1, 1, 5, 5}), zeros({1, 1, 3, 3}), {}, {.stride = {0, 1}}),
                         "conv2d: expected positive kernel size, stride and dilation and non-negative padding",
                         "stride [0, 1]");
 }
@@ -506,40 +512,41 @@ const std::vector<double> kHandColumns = {
 };
 
 TEST(Im2col, MatchesHandComputedColumns) {
-  Tensor columns = ops::im2col(ops::view(arange(24, {.dtype = kFloat64}), {1, 2, 3, 4}), kHandOptions);
+  Tensor columns = untracked::im2col(untracked::view(arange(24, {.dtype = kFloat64}), {1, 2, 3, 4}), kHandOptions);
   EXPECT_EQ(columns.sizes(), (Shape{1, 8, 6}));
   EXPECT_EQ(values(columns), kHandColumns);
 }
 
 TEST(Im2col, UnbatchedInputGivesUnbatchedColumns) {
-  Tensor columns = ops::im2col(ops::view(arange(24, {.dtype = kFloat64}), {2, 3, 4}), kHandOptions);
+  Tensor columns = untracked::im2col(untracked::view(arange(24, {.dtype = kFloat64}), {2, 3, 4}), kHandOptions);
   EXPECT_EQ(columns.sizes(), (Shape{8, 6}));
   EXPECT_EQ(values(columns), kHandColumns);
 }
 
 TEST(Im2col, NonContiguousInput) {
   // The image stored as [C, W, H] and transposed back.
-  Tensor image = ops::transpose(
-      ops::contiguous(ops::transpose(ops::view(arange(24, {.dtype = kFloat64}), {2, 3, 4}), 1, 2)), 1, 2);
+  Tensor image = untracked::transpose(
+      untracked::contiguous(untracked::transpose(untracked::view(arange(24, {.dtype = kFloat64}), {2, 3, 4}), 1, 2)), 1,
+      2);
   ASSERT_FALSE(image.is_contiguous());
-  EXPECT_EQ(values(ops::im2col(image, kHandOptions)), kHandColumns);
+  EXPECT_EQ(values(untracked::im2col(image, kHandOptions)), kHandColumns);
 }
 
 TEST(Im2col, DefaultOptionsGiveOneColumnPerPixel) {
   Tensor image = from_vector(random_values(2 * 3 * 4 * 5, 20), {2, 3, 4, 5});
-  Tensor columns = ops::im2col(image, {});
+  Tensor columns = untracked::im2col(image, {});
   EXPECT_EQ(columns.sizes(), (Shape{2, 3, 20}));
   EXPECT_EQ(values(columns), values(image));
-  EXPECT_EQ(values(ops::col2im(columns, {4, 5}, {})), values(image));
+  EXPECT_EQ(values(untracked::col2im(columns, {4, 5}, {})), values(image));
 }
 
 TEST(Im2col, ConvolutionIsAMatmulOfTheColumns) {
   const Geometry g({2, 3, 7, 6}, {3, 2}, {2, 1}, {1, 2}, {2, 1});
   const std::vector<double> input = random_values(g.input_numel(), 21);
   const std::vector<double> weight = random_values(4 * 3 * 3 * 2, 22);
-  Tensor columns = ops::im2col(from_vector(input, g.input_shape()),
-                               {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
-  expect_close(ops::matmul(from_vector(weight, {4, 18}), columns), naive_conv2d(input, weight, {}, g, 4));
+  Tensor columns = untracked::im2col(from_vector(input, g.input_shape()),
+                                     {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}});
+  expect_close(untracked::matmul(from_vector(weight, {4, 18}), columns), naive_conv2d(input, weight, {}, g, 4));
 }
 
 // Windows whose rows are as wide as the image (stride 1, "same" padding) are copied a block per
@@ -557,10 +564,11 @@ TEST(Im2col, SameWidthWindowsMatchADirectLoop) {
     const int64_t patch = g.channels * g.kernel_h * g.kernel_w;
     const std::vector<double> input = random_values(g.input_numel(), 23);
     const std::vector<double> weight = random_values(2 * patch, 24);
-    const Tensor columns = ops::im2col(from_vector(input, g.input_shape()), {.kernel_size = {g.kernel_h, g.kernel_w},
-                                                                             .padding = {g.pad_h, g.pad_w},
-                                                                             .dilation = {g.dilation_h, g.dilation_w}});
-    expect_close(ops::matmul(from_vector(weight, {2, patch}), columns), naive_conv2d(input, weight, {}, g, 2));
+    const Tensor columns =
+        untracked::im2col(from_vector(input, g.input_shape()), {.kernel_size = {g.kernel_h, g.kernel_w},
+                                                                .padding = {g.pad_h, g.pad_w},
+                                                                .dilation = {g.dilation_h, g.dilation_w}});
+    expect_close(untracked::matmul(from_vector(weight, {2, patch}), columns), naive_conv2d(input, weight, {}, g, 2));
   }
 }
 
@@ -585,12 +593,12 @@ TEST(Col2im, IsTheAdjointOfIm2col) {
                                       << "], dilation [" << options.dilation[0] << ", " << options.dilation[1] << "]");
     const Shape shape{2, 3, 7, 8};
     Tensor x = from_vector(random_values(2 * 3 * 7 * 8, seed++), shape);
-    Tensor columns = ops::im2col(x, options);
+    Tensor columns = untracked::im2col(x, options);
     Tensor y = from_vector(random_values(columns.numel(), seed++), columns.sizes());
-    Tensor image = ops::col2im(y, {7, 8}, options);
+    Tensor image = untracked::col2im(y, {7, 8}, options);
     EXPECT_EQ(image.sizes(), shape);
-    const double lhs = ops::sum(ops::mul(columns, y)).item<double>();
-    const double rhs = ops::sum(ops::mul(x, image)).item<double>();
+    const double lhs = untracked::sum(untracked::mul(columns, y)).item<double>();
+    const double rhs = untracked::sum(untracked::mul(x, image)).item<double>();
     EXPECT_NEAR(lhs, rhs, 1e-12 * (1 + std::abs(lhs)));
   }
 }
@@ -607,7 +615,8 @@ TEST(Col2im, CountsTheWindowsCoveringEachPixel) {
       2, 0, 2, 2, 0, 2, 0,  //
       1, 0, 1, 1, 0, 1, 0,  //
   };
-  Tensor covered = ops::col2im(ops::im2col(ones({2, 3, 5, 7}, {.dtype = kFloat64}), options), {5, 7}, options);
+  Tensor covered =
+      untracked::col2im(untracked::im2col(ones({2, 3, 5, 7}, {.dtype = kFloat64}), options), {5, 7}, options);
   EXPECT_EQ(covered.sizes(), (Shape{2, 3, 5, 7}));
   const std::vector<double> got = values(covered);
   for (int64_t plane = 0; plane < 6; ++plane) {
@@ -615,7 +624,7 @@ TEST(Col2im, CountsTheWindowsCoveringEachPixel) {
         << "plane " << plane;
   }
   // Unbatched and float32 columns give the same counts.
-  Tensor unbatched = ops::col2im(ops::im2col(ones({1, 5, 7}), options), {5, 7}, options);
+  Tensor unbatched = untracked::col2im(untracked::im2col(ones({1, 5, 7}), options), {5, 7}, options);
   EXPECT_EQ(unbatched.sizes(), (Shape{1, 5, 7}));
   EXPECT_EQ(unbatched.dtype(), kFloat32);
   EXPECT_EQ(values(unbatched), counts);
@@ -628,7 +637,7 @@ TEST(Col2im, SumsOverlappingWindows) {
                                         100, 200, 300, 400,       // (1, 0)
                                         1000, 2000, 3000, 4000},  // (1, 1)
                                        {4, 4});
-  Tensor image = ops::col2im(columns, {3, 3}, {.kernel_size = {2, 2}});
+  Tensor image = untracked::col2im(columns, {3, 3}, {.kernel_size = {2, 2}});
   EXPECT_EQ(image.sizes(), (Shape{1, 3, 3}));
   EXPECT_THAT(values(image), ElementsAre(1, 2 + 10, 20,                            //
                                          3 + 100, 4 + 30 + 200 + 1000, 40 + 2000,  //
@@ -641,50 +650,55 @@ TEST(Col2im, NonContiguousColumns) {
   Tensor contiguous_columns = from_vector(data, {8, 12});
   Tensor strided = testing::transposed_copy_of(data, 8, 12);
   ASSERT_FALSE(strided.is_contiguous());
-  EXPECT_EQ(values(ops::col2im(strided, {4, 3}, options)), values(ops::col2im(contiguous_columns, {4, 3}, options)));
+  EXPECT_EQ(values(untracked::col2im(strided, {4, 3}, options)),
+            values(untracked::col2im(contiguous_columns, {4, 3}, options)));
 }
 
 TEST(Im2col, ChecksItsArguments) {
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({4, 4}), {.kernel_size = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({4, 4}), {.kernel_size = {2, 2}}),
                         "im2col: expected input of shape [N, C, H, W] or [C, H, W], found [4, 4]");
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
                         "im2col: expected a float32 or float64 tensor, found a int64 tensor");
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
                         "im2col: expected positive kernel size, stride and dilation and non-negative padding, found "
                         "kernel [0, 2], stride [1, 1], padding [0, 0], dilation [1, 1]");
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .stride = {1, -1}}), "stride [1, -1]");
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .padding = {-1, 0}}), "padding [-1, 0]");
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .dilation = {0, 1}}), "dilation [0, 1]");
-  EXPECT_ERROR_CONTAINS(ops::im2col(zeros({2, 1, 3, 3}), {.kernel_size = {2, 2}, .dilation = {3, 1}}),
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .stride = {1, -1}}),
+                        "stride [1, -1]");
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .padding = {-1, 0}}),
+                        "padding [-1, 0]");
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}), {.kernel_size = {2, 2}, .dilation = {0, 1}}),
+                        "dilation [0, 1]");
+  EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({2, 1, 3, 3}), {.kernel_size = {2, 2}, .dilation = {3, 1}}),
                         "im2col: the window (kernel [2, 2], dilation [3, 1]) does not fit the padded input of shape "
                         "[2, 1, 3, 3]");
-  EXPECT_EQ(ops::im2col(zeros({2, 1, 3, 3}), {.kernel_size = {2, 2}, .padding = {1, 0}, .dilation = {3, 1}}).sizes(),
-            (Shape{2, 4, 4}));
+  EXPECT_EQ(
+      untracked::im2col(zeros({2, 1, 3, 3}), {.kernel_size = {2, 2}, .padding = {1, 0}, .dilation = {3, 1}}).sizes(),
+      (Shape{2, 4, 4}));
 }
 
 TEST(Col2im, ChecksItsArguments) {
   const Im2colOptions kernel_2x2{.kernel_size = {2, 2}};
   EXPECT_ERROR_CONTAINS(
-      ops::col2im(zeros({1, 4, 2, 10}), {3, 6}, kernel_2x2),
+      untracked::col2im(zeros({1, 4, 2, 10}), {3, 6}, kernel_2x2),
       "col2im: expected columns of shape [N, C * kh * kw, L] or [C * kh * kw, L], found [1, 4, 2, 10]");
-  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 10}, {.dtype = kInt64}), {3, 6}, kernel_2x2),
+  EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({4, 10}, {.dtype = kInt64}), {3, 6}, kernel_2x2),
                         "col2im: expected a float32 or float64 tensor, found a int64 tensor");
-  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 10}), {3, 6}, {.kernel_size = {2, 2}, .stride = {0, 1}}),
+  EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({4, 10}), {3, 6}, {.kernel_size = {2, 2}, .stride = {0, 1}}),
                         "col2im: expected positive kernel size, stride and dilation and non-negative padding",
                         "stride [0, 1]");
-  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 10}), {3, -6}, kernel_2x2),
+  EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({4, 10}), {3, -6}, kernel_2x2),
                         "col2im: expected a non-negative output size, found [3, -6]");
-  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({1, 6, 10}), {3, 6}, kernel_2x2),
+  EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({1, 6, 10}), {3, 6}, kernel_2x2),
                         "col2im: expected dim 1 of columns to be a multiple of kh * kw = 4 for kernel [2, 2], found "
                         "columns of shape [1, 6, 10]");
   // Output [5, 6] with kernel [2, 2], stride [1, 2] has 4 x 3 windows.
-  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({1, 8, 20}), {5, 6}, {.kernel_size = {2, 2}, .stride = {1, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({1, 8, 20}), {5, 6}, {.kernel_size = {2, 2}, .stride = {1, 2}}),
                         "col2im: expected 12 columns (4 x 3 windows) for output size [5, 6] with kernel [2, 2], stride "
                         "[1, 2], padding [0, 0] and dilation [1, 1], found 20 in columns of shape [1, 8, 20]");
-  EXPECT_ERROR_CONTAINS(ops::col2im(zeros({4, 1}), {1, 6}, kernel_2x2),
+  EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({4, 1}), {1, 6}, kernel_2x2),
                         "col2im: the window (kernel [2, 2], dilation [1, 1]) does not fit the padded output of shape "
                         "[1, 1, 1, 6]");
-  EXPECT_EQ(ops::col2im(zeros({1, 8, 12}), {5, 6}, {.kernel_size = {2, 2}, .stride = {1, 2}}).sizes(),
+  EXPECT_EQ(untracked::col2im(zeros({1, 8, 12}), {5, 6}, {.kernel_size = {2, 2}, .stride = {1, 2}}).sizes(),
             (Shape{1, 2, 5, 6}));
 }
 
@@ -693,7 +707,7 @@ TEST(MaxPool2d, DefaultStrideIsTheKernelSize) {
                                     3,  4, 8, 8,  //
                                     -1, 0, 6, 7,  //
                                     9,  2, 7, 6};
-  auto [pooled, indices] = ops::max_pool2d(from_vector(data, {1, 1, 4, 4}), {.kernel_size = {2, 2}});
+  auto [pooled, indices] = untracked::max_pool2d(from_vector(data, {1, 1, 4, 4}), {.kernel_size = {2, 2}});
   EXPECT_EQ(pooled.sizes(), (Shape{1, 1, 2, 2}));
   EXPECT_THAT(values(pooled), ElementsAre(5, 8, 9, 7));
   // Flat positions in the 4 x 4 plane; the tie of two 8s goes to the first.
@@ -705,8 +719,8 @@ TEST(MaxPool2d, MatchesADirectLoop) {
   const Geometry g({2, 3, 7, 8}, {3, 2}, {2, 1}, {1, 1}, {1, 2});
   const std::vector<double> input = random_values(g.input_numel(), 12);
   auto [pooled, indices] =
-      ops::max_pool2d(from_vector(input, g.input_shape()),
-                      {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}});
+      untracked::max_pool2d(from_vector(input, g.input_shape()),
+                            {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}});
   const Pooled expected = naive_max_pool2d(input, g);
   EXPECT_EQ(pooled.sizes(), (Shape{2, 3, g.out_h(), g.out_w()}));
   expect_close(pooled, expected.values, 0);
@@ -719,7 +733,7 @@ TEST(MaxPool2d, PaddingNeverWins) {
   std::vector<double> input = random_values(g.input_numel(), 13);
   for (double& v : input) v = -1 - std::abs(v);
   auto [pooled, indices] =
-      ops::max_pool2d(from_vector(input, g.input_shape()), {.kernel_size = {2, 2}, .padding = {1, 1}});
+      untracked::max_pool2d(from_vector(input, g.input_shape()), {.kernel_size = {2, 2}, .padding = {1, 1}});
   const Pooled expected = naive_max_pool2d(input, g);
   expect_close(pooled, expected.values, 0);
   EXPECT_EQ(indices.to_vector<int64_t>(), expected.indices);
@@ -728,7 +742,7 @@ TEST(MaxPool2d, PaddingNeverWins) {
 
 TEST(MaxPool2d, NaNWinsItsWindow) {
   auto [pooled, indices] =
-      ops::max_pool2d(from_vector<double>({1, kNaN, 3, 4, 5, 6, 7, 8}, {1, 2, 4}), {.kernel_size = {2, 2}});
+      untracked::max_pool2d(from_vector<double>({1, kNaN, 3, 4, 5, 6, 7, 8}, {1, 2, 4}), {.kernel_size = {2, 2}});
   EXPECT_EQ(pooled.sizes(), (Shape{1, 1, 2}));
   EXPECT_TRUE(std::isnan(pooled.at<double>({0, 0, 0})));
   EXPECT_EQ(pooled.at<double>({0, 0, 1}), 8);
@@ -736,7 +750,7 @@ TEST(MaxPool2d, NaNWinsItsWindow) {
 }
 
 // Values and indices equal to naive_max_pool2d's, NaN where it has NaN.
-void expect_max_pool_matches(const ops::ValuesIndices& pooled, const Pooled& expected) {
+void expect_max_pool_matches(const ValuesIndices& pooled, const Pooled& expected) {
   EXPECT_EQ(pooled.indices.to_vector<int64_t>(), expected.indices);
   const std::vector<double> got = values(pooled.values);
   ASSERT_EQ(got.size(), expected.values.size());
@@ -759,8 +773,8 @@ TEST(MaxPool2d, TwoByTwoWindowsMatchADirectLoop) {
     for (size_t i = 0; i < input.size(); ++i) input[i] = i % 23 == 5 ? kNaN : std::round(input[i] * 3);
     for (DType dtype : {kFloat32, kFloat64}) {
       SCOPED_TRACE(dtype_name(dtype) + std::string(" ") + shape_str(shape));
-      const ops::ValuesIndices pooled =
-          ops::max_pool2d(ops::to(from_vector(input, g.input_shape()), dtype), {.kernel_size = {2, 2}});
+      const ValuesIndices pooled =
+          untracked::max_pool2d(untracked::to(from_vector(input, g.input_shape()), dtype), {.kernel_size = {2, 2}});
       expect_max_pool_matches(pooled, naive_max_pool2d(input, g));
     }
   }
@@ -769,7 +783,8 @@ TEST(MaxPool2d, TwoByTwoWindowsMatchADirectLoop) {
 TEST(MaxPool2d, UnbatchedInput) {
   const Geometry g({1, 2, 5, 4}, {3, 3});
   const std::vector<double> input = random_values(g.input_numel(), 14);
-  auto [pooled, indices] = ops::max_pool2d(from_vector(input, {2, 5, 4}), {.kernel_size = {3, 3}, .stride = {1, 1}});
+  auto [pooled, indices] =
+      untracked::max_pool2d(from_vector(input, {2, 5, 4}), {.kernel_size = {3, 3}, .stride = {1, 1}});
   EXPECT_EQ(pooled.sizes(), (Shape{2, 3, 2}));
   EXPECT_EQ(indices.sizes(), (Shape{2, 3, 2}));
   const Pooled expected = naive_max_pool2d(input, g);
@@ -778,8 +793,8 @@ TEST(MaxPool2d, UnbatchedInput) {
 }
 
 TEST(AvgPool2d, AveragesEachWindow) {
-  Tensor input = ops::view(arange(16, {.dtype = kFloat64}), {1, 1, 4, 4});
-  Tensor out = ops::avg_pool2d(input, {.kernel_size = {2, 2}});
+  Tensor input = untracked::view(arange(16, {.dtype = kFloat64}), {1, 1, 4, 4});
+  Tensor out = untracked::avg_pool2d(input, {.kernel_size = {2, 2}});
   EXPECT_EQ(out.sizes(), (Shape{1, 1, 2, 2}));
   EXPECT_THAT(values(out), ElementsAre(2.5, 4.5, 10.5, 12.5));
 }
@@ -788,9 +803,9 @@ TEST(AvgPool2d, PaddingCountsOnlyWhenIncluded) {
   const Geometry g({2, 2, 5, 6}, {3, 3}, {2, 2}, {1, 1});
   const std::vector<double> input = random_values(g.input_numel(), 15);
   const Tensor x = from_vector(input, g.input_shape());
-  Tensor included = ops::avg_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
-  Tensor excluded =
-      ops::avg_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
+  Tensor included = untracked::avg_pool2d(x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+  Tensor excluded = untracked::avg_pool2d(
+      x, {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
   EXPECT_EQ(included.sizes(), (Shape{2, 2, 3, 3}));
   expect_close(included, naive_avg_pool2d(input, g, true));
   expect_close(excluded, naive_avg_pool2d(input, g, false));
@@ -804,30 +819,30 @@ TEST(AvgPool2d, UnbatchedInput) {
   const Geometry g({1, 1, 4, 4}, {3, 3}, {2, 2}, {1, 1});
   const std::vector<double> input = random_values(g.input_numel(), 16);
   Tensor out =
-      ops::avg_pool2d(from_vector(input, {1, 4, 4}),
-                      {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
+      untracked::avg_pool2d(from_vector(input, {1, 4, 4}),
+                            {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false});
   EXPECT_EQ(out.sizes(), (Shape{1, 2, 2}));
   expect_close(out, naive_avg_pool2d(input, g, false));
 }
 
 TEST(Pool2d, PaddingMustBeAtMostHalfTheKernel) {
-  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 1, 8, 8}), {.kernel_size = {3, 3}, .padding = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d(zeros({1, 1, 8, 8}), {.kernel_size = {3, 3}, .padding = {2, 2}}),
                         "max_pool2d: padding [2, 2] must be at most half the kernel size [3, 3]");
-  EXPECT_ERROR_CONTAINS(ops::avg_pool2d(zeros({1, 1, 8, 8}), {.kernel_size = {4, 2}, .padding = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::avg_pool2d(zeros({1, 1, 8, 8}), {.kernel_size = {4, 2}, .padding = {2, 2}}),
                         "avg_pool2d: padding [2, 2] must be at most half the kernel size [4, 2]");
 }
 
 TEST(Pool2d, ChecksItsInput) {
-  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 1, 3, 3}), {.kernel_size = {4, 4}}),
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d(zeros({1, 1, 3, 3}), {.kernel_size = {4, 4}}),
                         "max_pool2d: the window (kernel [4, 4], dilation [1, 1]) does not fit the padded input of "
                         "shape [1, 1, 3, 3]");
-  EXPECT_ERROR_CONTAINS(ops::avg_pool2d(zeros({1, 1, 4, 4}), {.kernel_size = {2, 2}, .dilation = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::avg_pool2d(zeros({1, 1, 4, 4}), {.kernel_size = {2, 2}, .dilation = {2, 2}}),
                         "avg_pool2d: dilation is not supported");
-  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({4, 4}), {.kernel_size = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d(zeros({4, 4}), {.kernel_size = {2, 2}}),
                         "max_pool2d: expected input of shape [N, C, H, W] or [C, H, W], found [4, 4]");
-  EXPECT_ERROR_CONTAINS(ops::avg_pool2d(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::avg_pool2d(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
                         "avg_pool2d: expected a float32 or float64 tensor, found a int64 tensor");
-  EXPECT_ERROR_CONTAINS(ops::max_pool2d(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
                         "max_pool2d: expected positive kernel size");
 }
 
@@ -835,8 +850,8 @@ TEST(Pool2d, ChecksItsInput) {
 Tensor scatter_into_planes(const Tensor& grad, const Tensor& indices, const Shape& input_sizes) {
   const int64_t plane = input_sizes[input_sizes.size() - 2] * input_sizes[input_sizes.size() - 1];
   const int64_t planes = shape_numel(input_sizes) / plane;
-  return ops::scatter_add(zeros({planes, plane}, {.dtype = kFloat64}), 1, ops::reshape(indices, {planes, -1}),
-                          ops::reshape(grad, {planes, -1}));
+  return untracked::scatter_add(zeros({planes, plane}, {.dtype = kFloat64}), 1,
+                                untracked::reshape(indices, {planes, -1}), untracked::reshape(grad, {planes, -1}));
 }
 
 // max_pool2d_backward against the gradient added up at each window's index, by scatter_add into
@@ -845,7 +860,7 @@ Tensor scatter_into_planes(const Tensor& grad, const Tensor& indices, const Shap
 TEST(MaxPool2dBackward, AddsEachOutputsGradientWhereItsMaximumCameFrom) {
   struct Case {
     Shape input;
-    ops::Pool2dOptions options;
+    Pool2dOptions options;
   };
   const Case cases[] = {
       {{2, 3, 7, 8}, {.kernel_size = {3, 2}, .stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 2}}},
@@ -857,11 +872,11 @@ TEST(MaxPool2dBackward, AddsEachOutputsGradientWhereItsMaximumCameFrom) {
     // A coarse grid makes ties, so that inputs are taken by more than one window.
     std::vector<double> input = random_values(shape_numel(c.input), 31);
     for (double& v : input) v = std::round(v * 2);
-    const ops::ValuesIndices pooled = ops::max_pool2d(from_vector(input, c.input), c.options);
+    const ValuesIndices pooled = untracked::max_pool2d(from_vector(input, c.input), c.options);
     const Tensor grad = from_vector(random_values(pooled.values.numel(), 32), pooled.values.sizes());
     const Tensor expected = scatter_into_planes(grad, pooled.indices, c.input);
     for (DType dtype : {kFloat64, kFloat32}) {  // 2 x 2 windows: vectors of 2 doubles, of 4 floats
-      const Tensor got = ops::max_pool2d_backward(ops::to(grad, dtype), pooled.indices, c.input, c.options);
+      const Tensor got = untracked::max_pool2d_backward(untracked::to(grad, dtype), pooled.indices, c.input, c.options);
       EXPECT_EQ(got.sizes(), c.input);
       expect_close(got, values(expected), dtype == kFloat64 ? 1e-15 : 1e-6);
     }
@@ -873,42 +888,43 @@ TEST(MaxPool2dBackward, AddsEachOutputsGradientWhereItsMaximumCameFrom) {
 // windows too, whose backward otherwise writes each window's four positions once.
 TEST(MaxPool2dBackward, AnIndexOutsideItsWindowStillAddsWhereItPoints) {
   const Shape input{1, 2, 4, 10};
-  const ops::Pool2dOptions options{.kernel_size = {2, 2}};
-  const ops::ValuesIndices pooled = ops::max_pool2d(from_vector(random_values(shape_numel(input), 33), input), options);
+  const Pool2dOptions options{.kernel_size = {2, 2}};
+  const ValuesIndices pooled =
+      untracked::max_pool2d(from_vector(random_values(shape_numel(input), 33), input), options);
   std::vector<int64_t> indices = pooled.indices.to_vector<int64_t>();
   indices[1] = indices[6];  // plane 0, window (0, 1) names a position of window (1, 1)
   const Tensor moved = from_vector(indices, pooled.indices.sizes());
   const Tensor grad = from_vector(random_values(pooled.values.numel(), 34), pooled.values.sizes());
   const Tensor expected = scatter_into_planes(grad, moved, input);
   for (DType dtype : {kFloat64, kFloat32}) {
-    expect_close(ops::max_pool2d_backward(ops::to(grad, dtype), moved, input, options), values(expected),
+    expect_close(untracked::max_pool2d_backward(untracked::to(grad, dtype), moved, input, options), values(expected),
                  dtype == kFloat64 ? 1e-15 : 1e-6);
   }
 }
 
 TEST(MaxPool2dBackward, ChecksItsArguments) {
-  const ops::Pool2dOptions options{.kernel_size = {2, 2}};
-  const ops::ValuesIndices pooled = ops::max_pool2d(randn({1, 2, 4, 4}), options);
-  EXPECT_ERROR_CONTAINS(ops::max_pool2d_backward(pooled.values, pooled.indices, {1, 2, 6, 4}, options),
+  const Pool2dOptions options{.kernel_size = {2, 2}};
+  const ValuesIndices pooled = untracked::max_pool2d(randn({1, 2, 4, 4}), options);
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d_backward(pooled.values, pooled.indices, {1, 2, 6, 4}, options),
                         "max_pool2d_backward: expected grad_output and indices of the pooled shape [1, 2, 3, 2] for "
                         "input of shape [1, 2, 6, 4], found [1, 2, 2, 2] and [1, 2, 2, 2]");
   EXPECT_ERROR_CONTAINS(
-      ops::max_pool2d_backward(pooled.values, ops::to(pooled.indices, kFloat32), {1, 2, 4, 4}, options),
+      untracked::max_pool2d_backward(pooled.values, untracked::to(pooled.indices, kFloat32), {1, 2, 4, 4}, options),
       "max_pool2d_backward: expected int64 indices, found a float32 tensor");
   EXPECT_ERROR_CONTAINS(
-      ops::max_pool2d_backward(pooled.values, pooled.indices, {2, 4, 4, 1, 1}, options),
+      untracked::max_pool2d_backward(pooled.values, pooled.indices, {2, 4, 4, 1, 1}, options),
       "max_pool2d_backward: expected an input shape [N, C, H, W] or [C, H, W], found [2, 4, 4, 1, 1]");
   const Tensor outside = from_vector<int64_t>({0, 16, 2, 3, -1, 5, 6, 7}, {1, 2, 2, 2});
-  EXPECT_ERROR_CONTAINS(ops::max_pool2d_backward(pooled.values, outside, {1, 2, 4, 4}, options),
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d_backward(pooled.values, outside, {1, 2, 4, 4}, options),
                         "max_pool2d_backward: 2 indices lie outside their 4 x 4 plane (expected flat positions in "
                         "[0, 16))");
   // Large enough for the planes to be split across threads: every bad index is counted.
-  const ops::ValuesIndices large = ops::max_pool2d(randn({4, 8, 64, 64}), options);
-  const Tensor flat = ops::reshape(ops::clone(large.indices), {-1});
+  const ValuesIndices large = untracked::max_pool2d(randn({4, 8, 64, 64}), options);
+  const Tensor flat = untracked::reshape(untracked::clone(large.indices), {-1});
   for (int64_t position : {int64_t{0}, int64_t{5000}, flat.numel() - 1}) flat.data<int64_t>()[position] = 4096;
-  EXPECT_ERROR_CONTAINS(
-      ops::max_pool2d_backward(large.values, ops::reshape(flat, large.indices.sizes()), {4, 8, 64, 64}, options),
-      "max_pool2d_backward: 3 indices lie outside their 64 x 64 plane");
+  EXPECT_ERROR_CONTAINS(untracked::max_pool2d_backward(large.values, untracked::reshape(flat, large.indices.sizes()),
+                                                       {4, 8, 64, 64}, options),
+                        "max_pool2d_backward: 3 indices lie outside their 64 x 64 plane");
 }
 
 }  // namespace

@@ -169,7 +169,7 @@ TEST(Random, BernoulliFrequencyMatchesTheProbability) {
 
 TEST(Random, BernoulliFollowsEachElementsProbability) {
   manual_seed(0);
-  Tensor p = ops::expand(from_vector<double>({0.1, 0.9}, {1, 2}), {kSamples / 2, 2});
+  Tensor p = untracked::expand(from_vector<double>({0.1, 0.9}, {1, 2}), {kSamples / 2, 2});
   const std::vector<double> v = values(bernoulli(p));
   double first = 0, second = 0;
   for (size_t i = 0; i < v.size(); i += 2) {

@@ -50,7 +50,7 @@ std::string file_of(std::string_view header, std::string_view data = {}) {
 
 // The bytes of `t`'s values, row-major, as the format stores them.
 std::string raw_bytes(const Tensor& t) {
-  const Tensor host = ops::contiguous(ops::to(t, Device::cpu()));
+  const Tensor host = untracked::contiguous(untracked::to(t, Device::cpu()));
   return std::string(static_cast<const char*>(host.data_ptr()), static_cast<size_t>(host.numel()) * t.element_size());
 }
 
@@ -78,9 +78,9 @@ NamedTensors every_kind_of_tensor() {
       {"ids", from_vector<int64_t>(
                   {std::numeric_limits<int64_t>::min(), -1, 0, 9007199254740993, std::numeric_limits<int64_t>::max()})},
       {"mask", from_vector<bool>({true, false, false, true, true, false, true, false}, {2, 2, 2})},
-      {"half",
-       ops::to(from_vector<float>({1.5f, -0.0f, 65504.0f, static_cast<float>(inf), 6e-8f, 0.1f}, {3, 2}), kFloat16)},
-      {"brain", ops::to(from_vector<float>({1.5f, -0.0f, 3e38f, static_cast<float>(-inf), 1e-30f}), kBFloat16)},
+      {"half", untracked::to(from_vector<float>({1.5f, -0.0f, 65504.0f, static_cast<float>(inf), 6e-8f, 0.1f}, {3, 2}),
+                             kFloat16)},
+      {"brain", untracked::to(from_vector<float>({1.5f, -0.0f, 3e38f, static_cast<float>(-inf), 1e-30f}), kBFloat16)},
       {"scale", scalar_tensor(0.5)},
       {"step", scalar_tensor(1234, {.dtype = kInt64})},
       {"done", scalar_tensor(1, {.dtype = kBool})},
@@ -141,10 +141,10 @@ TEST(Safetensors, SavesNonContiguousTensorsAsTheirValues) {
   const Tensor matrix = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
   const NamedTensors tensors = {
       {"transposed", testing::transposed_copy_of({1, 2, 3, 4, 5, 6}, 2, 3)},
-      {"strided", ops::slice(arange(10), 0, 1, 10, 3)},
-      {"column", ops::select(matrix, 1, 2)},
-      {"expanded", ops::expand(from_vector<bool>({true, false}, {2, 1}), {2, 3})},
-      {"permuted", ops::permute(ops::reshape(arange(24, {.dtype = kFloat32}), {2, 3, 4}), {2, 0, 1})},
+      {"strided", untracked::slice(arange(10), 0, 1, 10, 3)},
+      {"column", untracked::select(matrix, 1, 2)},
+      {"expanded", untracked::expand(from_vector<bool>({true, false}, {2, 1}), {2, 3})},
+      {"permuted", untracked::permute(untracked::reshape(arange(24, {.dtype = kFloat32}), {2, 3, 4}), {2, 0, 1})},
   };
   for (const auto& [name, tensor] : tensors) ASSERT_FALSE(tensor.is_contiguous()) << name;
 
@@ -269,7 +269,7 @@ TEST(Safetensors, ReadsAnyNonZeroBoolByteAsTrue) {
   const SafetensorsContents loaded = deserialize_safetensors(
       file_of(R"({"b":{"dtype":"BOOL","shape":[4],"data_offsets":[0,4]}})", "\x00\x01\x02\xff"s));
   EXPECT_THAT(loaded.tensors[0].second.to_vector<bool>(), ElementsAre(false, true, true, true));
-  EXPECT_THAT(values(ops::sum(loaded.tensors[0].second)), ElementsAre(3));
+  EXPECT_THAT(values(untracked::sum(loaded.tensors[0].second)), ElementsAre(3));
 }
 
 TEST(Safetensors, LoadsAnEmptyCheckpoint) {
@@ -551,9 +551,9 @@ TEST(Safetensors, CudaTensorsAreSavedThroughTheHostAndLoadedOntoADevice) {
   const Tensor matrix = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   NamedTensors on_host = every_kind_of_tensor();
   NamedTensors on_device;
-  for (const auto& [name, tensor] : on_host) on_device.emplace_back(name, ops::to(tensor, Device::cuda()));
-  on_host.emplace_back("transposed", ops::t(matrix));
-  on_device.emplace_back("transposed", ops::t(ops::to(matrix, Device::cuda())));
+  for (const auto& [name, tensor] : on_host) on_device.emplace_back(name, untracked::to(tensor, Device::cuda()));
+  on_host.emplace_back("transposed", untracked::t(matrix));
+  on_device.emplace_back("transposed", untracked::t(untracked::to(matrix, Device::cuda())));
   ASSERT_FALSE(on_device.back().second.is_contiguous());
   save_safetensors(path, on_device, kMetadata);
   EXPECT_EQ(read_file(path), serialize_safetensors(on_host, kMetadata));

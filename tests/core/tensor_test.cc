@@ -15,7 +15,7 @@ using testing::values;
 TEST(Tensor, DefaultConstructedIsUndefined) {
   Tensor t;
   EXPECT_FALSE(t.defined());
-  EXPECT_ERROR_CONTAINS(ops::clone(t), "clone", "undefined");
+  EXPECT_ERROR_CONTAINS(untracked::clone(t), "clone", "undefined");
 }
 
 TEST(Tensor, MetadataOfAContiguousTensor) {
@@ -36,8 +36,8 @@ TEST(Tensor, MetadataOfAContiguousTensor) {
 TEST(Tensor, CopiesAreShallowAndCloneIsDeep) {
   Tensor a = zeros({3});
   Tensor shallow = a;
-  Tensor deep = ops::clone(a);
-  ops::fill_(a, 7);
+  Tensor deep = untracked::clone(a);
+  untracked::fill_(a, 7);
   EXPECT_TRUE(shallow.is_same(a));
   EXPECT_THAT(values(shallow), ElementsAre(7, 7, 7));
   EXPECT_THAT(values(deep), ElementsAre(0, 0, 0));
@@ -45,9 +45,9 @@ TEST(Tensor, CopiesAreShallowAndCloneIsDeep) {
 
 TEST(Tensor, InPlaceOpsBumpTheSharedVersionCounter) {
   Tensor a = zeros({4});
-  Tensor view = ops::slice(a, 0, 1, 3);
+  Tensor view = untracked::slice(a, 0, 1, 3);
   const uint64_t before = a.storage().version();
-  ops::add_(view, 1.0);
+  untracked::add_(view, 1.0);
   EXPECT_EQ(a.storage().version(), before + 1);
   EXPECT_EQ(view.storage().version(), before + 1);
   EXPECT_THAT(values(a), ElementsAre(0, 1, 1, 0));
@@ -57,7 +57,7 @@ TEST(Tensor, ItemAndAtConvertTheElement) {
   Tensor t = from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(t.at<int64_t>({1, 2}), 6);
   EXPECT_DOUBLE_EQ(t.at<double>({0, 1}), 2.0);
-  EXPECT_EQ(ops::select(ops::select(t, 0, 1), 0, 0).item<int64_t>(), 4);
+  EXPECT_EQ(untracked::select(untracked::select(t, 0, 1), 0, 0).item<int64_t>(), 4);
   EXPECT_FLOAT_EQ(scalar_tensor(2.5).item<float>(), 2.5f);
   EXPECT_ERROR_CONTAINS(t.item<int64_t>(), "item", "one element", "[2, 3]");
   EXPECT_ERROR_CONTAINS(t.at<int64_t>({2, 0}), "index 2 is out of range for dimension 0 of size 2");
@@ -71,7 +71,7 @@ TEST(Tensor, TypedDataChecksTheDtype) {
 }
 
 TEST(Tensor, ToVectorFollowsLogicalOrderOfAView) {
-  Tensor t = ops::t(from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  Tensor t = untracked::t(from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}));
   EXPECT_FALSE(t.is_contiguous());
   EXPECT_THAT(values(t), ElementsAre(1, 4, 2, 5, 3, 6));
   EXPECT_THAT(from_vector<bool>({true, false}).to_vector<bool>(), ElementsAre(true, false));

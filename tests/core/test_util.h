@@ -51,7 +51,7 @@ inline Tensor transposed_copy_of(const std::vector<double>& data, int64_t rows, 
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) transposed[j * rows + i] = data[i * cols + j];
   }
-  return ops::t(from_vector(transposed, {cols, rows}));
+  return untracked::t(from_vector(transposed, {cols, rows}));
 }
 
 // A fresh directory under gtest's temporary directory, removed with everything in it.

@@ -13,7 +13,7 @@
 namespace distgrad::data {
 namespace {
 
-Tensor inputs_of(int64_t samples) { return ops::reshape(arange(2 * samples), {samples, 2}); }
+Tensor inputs_of(int64_t samples) { return untracked::reshape(arange(2 * samples), {samples, 2}); }
 Tensor targets_of(int64_t samples) { return arange(100, 100 + samples); }
 
 // The sample numbers of every batch of one epoch, checking that inputs and targets agree.

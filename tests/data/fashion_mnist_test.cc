@@ -85,15 +85,15 @@ TEST(FashionMnist, InstalledTrainSplit) {
   EXPECT_EQ(train.images.sizes(), Shape({60000, 1, 28, 28}));
   EXPECT_EQ(train.labels.dtype(), kInt64);
   EXPECT_EQ(train.labels.sizes(), Shape({60000}));
-  EXPECT_EQ(ops::min(train.images).item<float>(), 0.0f);
-  EXPECT_EQ(ops::max(train.images).item<float>(), 1.0f);
+  EXPECT_EQ(untracked::min(train.images).item<float>(), 0.0f);
+  EXPECT_EQ(untracked::max(train.images).item<float>(), 1.0f);
   // Decoded by hand with Python's gzip module: the first labels, 6000 samples of each class,
   // 76247 as the pixel sum of the first image and 193 at its row 10, column 13.
-  const std::vector<int64_t> first_labels = ops::slice(train.labels, 0, 0, 10).to_vector<int64_t>();
+  const std::vector<int64_t> first_labels = untracked::slice(train.labels, 0, 0, 10).to_vector<int64_t>();
   EXPECT_EQ(first_labels, std::vector<int64_t>({9, 0, 0, 3, 0, 2, 7, 2, 5, 5}));
   EXPECT_EQ(kFashionMnistClassNames[first_labels[0]], "Ankle boot");
   EXPECT_EQ(class_counts(train.labels), std::vector<int64_t>(10, 6000));
-  EXPECT_NEAR(ops::sum(ops::select(train.images, 0, 0)).item<double>(), 76247.0 / 255.0, 1e-3);
+  EXPECT_NEAR(untracked::sum(untracked::select(train.images, 0, 0)).item<double>(), 76247.0 / 255.0, 1e-3);
   EXPECT_EQ(train.images.at<float>({0, 0, 10, 13}), 193.0f / 255.0f);
   EXPECT_EQ(train.images.at<float>({0, 0, 10, 12}), 0.0f);
 }
@@ -103,13 +103,13 @@ TEST(FashionMnist, InstalledTestSplit) {
   const FashionMnist test = load_fashion_mnist(Split::kTest, kInstalledDir);
   EXPECT_EQ(test.images.sizes(), Shape({10000, 1, 28, 28}));
   EXPECT_EQ(test.labels.sizes(), Shape({10000}));
-  EXPECT_EQ(ops::min(test.images).item<float>(), 0.0f);
-  EXPECT_EQ(ops::max(test.images).item<float>(), 1.0f);
+  EXPECT_EQ(untracked::min(test.images).item<float>(), 0.0f);
+  EXPECT_EQ(untracked::max(test.images).item<float>(), 1.0f);
   // Decoded by hand with Python's gzip module, as above.
-  EXPECT_EQ(ops::slice(test.labels, 0, 0, 10).to_vector<int64_t>(),
+  EXPECT_EQ(untracked::slice(test.labels, 0, 0, 10).to_vector<int64_t>(),
             std::vector<int64_t>({9, 2, 1, 1, 6, 1, 4, 6, 5, 7}));
   EXPECT_EQ(class_counts(test.labels), std::vector<int64_t>(10, 1000));
-  EXPECT_NEAR(ops::sum(ops::select(test.images, 0, 0)).item<double>(), 33456.0 / 255.0, 1e-3);
+  EXPECT_NEAR(untracked::sum(untracked::select(test.images, 0, 0)).item<double>(), 33456.0 / 255.0, 1e-3);
 }
 
 TEST(FashionMnist, ScalesPixelsToTheUnitInterval) {

@@ -39,7 +39,7 @@ using std::chrono::seconds;
 Tensor rank_values(int rank, int64_t n, DType dtype) {
   std::vector<double> values(n);
   for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>((rank + 1) * (i + 1));
-  return ops::to(from_vector(values), dtype);
+  return untracked::to(from_vector(values), dtype);
 }
 
 // What op gives over ranks 0..size-1 of rank_values at element i.
@@ -61,7 +61,7 @@ double reduced(ReduceOp op, int size, int64_t i) {
 }
 
 void check_values(const Tensor& tensor, const std::vector<double>& expected, const std::string& what) {
-  const std::vector<double> found = ops::to(tensor, kFloat64).to_vector<double>();
+  const std::vector<double> found = untracked::to(tensor, kFloat64).to_vector<double>();
   require(found.size() == expected.size(), what, ": expected ", expected.size(), " elements, found ", found.size());
   for (size_t i = 0; i < found.size(); ++i) {
     const double tolerance = 1e-6 * std::max(1.0, std::abs(expected[i]));
@@ -129,14 +129,14 @@ void check_half_collectives(ProcessGroup& pg) {
       check_all_reduce(pg, dtype, op, 7);
     }
     // Near float16's largest value: the sum must not overflow before the division.
-    const double big = ops::to(full({1}, 40000.0, {.dtype = dtype}), kFloat64).item<double>();
+    const double big = untracked::to(full({1}, 40000.0, {.dtype = dtype}), kFloat64).item<double>();
     Tensor average = full({3}, 40000.0, {.dtype = dtype});
     pg.all_reduce(average, ReduceOp::kAvg);
     check_values(average, {big, big, big}, str("all_reduce(avg) of ", dtype_name(dtype), " near 65504"));
     Tensor many = ones({300001}, {.dtype = dtype});  // several chunks
     pg.all_reduce(many);
-    require(ops::min(ops::to(many, kFloat32)).item<double>() == size &&
-                ops::max(ops::to(many, kFloat32)).item<double>() == size,
+    require(untracked::min(untracked::to(many, kFloat32)).item<double>() == size &&
+                untracked::max(untracked::to(many, kFloat32)).item<double>() == size,
             "all_reduce of 300001 ones in ", dtype_name(dtype), ": not every element is ", size);
     check_broadcast(pg, dtype);
     check_uneven_all_gather(pg, dtype);
@@ -221,13 +221,13 @@ void check_collectives(ProcessGroup& pg) {
   for (auto& work : works) work->wait();
   for (int k = 0; k < 8; ++k) {
     const double expect = k * size + size * (size - 1) / 2.0;
-    check_values(ops::narrow(tensors[k], 0, 999, 1), {expect}, str("async all_reduce ", k));
+    check_values(untracked::narrow(tensors[k], 0, 999, 1), {expect}, str("async all_reduce ", k));
     require(works[k]->is_completed() && !works[k]->failed(), "async all_reduce ", k, " is not marked completed");
   }
 }
 
 void check_argument_errors(ProcessGroup& pg) {
-  expect_error("a transposed tensor", "not contiguous", [&] { pg.all_reduce(ops::t(zeros({2, 3}))); });
+  expect_error("a transposed tensor", "not contiguous", [&] { pg.all_reduce(untracked::t(zeros({2, 3}))); });
   expect_error("a bool tensor", "bool tensor", [&] { pg.all_reduce(zeros({2}, {.dtype = kBool})); });
   expect_error("avg of int64", "avg needs a floating-point tensor, found int64",
                [&] { pg.all_reduce(zeros({2}, {.dtype = kInt64}), ReduceOp::kAvg); });
@@ -484,7 +484,8 @@ Batch full_batch(int size, uint64_t seed) {
           randn({kPerRank * size, 3}, {.dtype = kFloat64}, generator)};
 }
 Batch share(const Batch& batch, int rank) {
-  return {ops::narrow(batch.x, 0, rank * kPerRank, kPerRank), ops::narrow(batch.y, 0, rank * kPerRank, kPerRank)};
+  return {untracked::narrow(batch.x, 0, rank * kPerRank, kPerRank),
+          untracked::narrow(batch.y, 0, rank * kPerRank, kPerRank)};
 }
 
 void check_grads_equal(nn::Module& found, nn::Module& expected, double tolerance, const std::string& what) {
@@ -507,7 +508,7 @@ int ddp_gradients() {
     auto net = make_mlp(7);
     if (rank > 0) {  // construction must overwrite other ranks' weights with rank 0's
       autograd::NoGradGuard no_grad;
-      for (const Tensor& p : net->parameters()) ops::copy_(p, full_like(p, rank));
+      for (const Tensor& p : net->parameters()) untracked::copy_(p, full_like(p, rank));
     }
     DistributedDataParallel ddp(*net, pg, {.bucket_cap_mb = cap, .first_bucket_cap_mb = cap});
     auto reference = make_mlp(7);
@@ -601,7 +602,7 @@ int ddp_unused() {
   nn::mse_loss(ddp.forward(mine.x), mine.y).backward();
   require(!net.never->weight.grad().defined(), "a parameter no rank used got a gradient");
   require(net.extra->weight.grad().defined(), "a parameter rank 0 used has no gradient on rank ", rank);
-  Tensor expected = rank == 0 ? ops::contiguous(extra_local) : zeros_like(net.extra->weight);
+  Tensor expected = rank == 0 ? untracked::contiguous(extra_local) : zeros_like(net.extra->weight);
   pg->broadcast(expected, 0);
   const std::vector<double> found = net.extra->weight.grad().to_vector<double>(), local = expected.to_vector<double>();
   for (size_t k = 0; k < found.size(); ++k) require_near(found[k], local[k] / size, 1e-9, str("extra.weight[", k, "]"));
@@ -619,12 +620,12 @@ int ddp_buffers() {
   net.eval();
   {
     autograd::NoGradGuard no_grad;
-    for (const auto& [name, buffer] : net.named_buffers()) ops::copy_(buffer, full_like(buffer, rank));
+    for (const auto& [name, buffer] : net.named_buffers()) untracked::copy_(buffer, full_like(buffer, rank));
   }
   ddp.forward(randn({2, 5}));
   for (const auto& [name, buffer] : net.named_buffers()) {
-    require(ops::to(buffer, kFloat64).to_vector<double>() == std::vector<double>(buffer.numel(), 0.0), "buffer ", name,
-            " does not hold rank 0's values after forward");
+    require(untracked::to(buffer, kFloat64).to_vector<double>() == std::vector<double>(buffer.numel(), 0.0), "buffer ",
+            name, " does not hold rank 0's values after forward");
   }
   if (pg->size() > 1) {
     auto other = make_mlp(1, rank == 1 ? 17 : 16);
@@ -661,7 +662,7 @@ int sync_batch_norm() {
   }
   const nn::ParamDict buffers = net.named_buffers(), expected = reference.named_buffers();
   for (const auto& [name, buffer] : buffers) {
-    check_values(buffer, ops::to(expected.at(name), kFloat64).to_vector<double>(), "running statistic " + name);
+    check_values(buffer, untracked::to(expected.at(name), kFloat64).to_vector<double>(), "running statistic " + name);
   }
   say("SyncBatchNorm passed in a world of ", size);
   destroy_process_group();
@@ -684,7 +685,7 @@ int nccl() {
     const int64_t n = is_half(dtype) ? 7 : 1001;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct}) {
       if ((op == ReduceOp::kAvg && dtype == kInt64) || (op == ReduceOp::kProduct && is_half(dtype))) continue;
-      Tensor tensor = ops::to(rank_values(rank, n, dtype), gpu);
+      Tensor tensor = untracked::to(rank_values(rank, n, dtype), gpu);
       pg->all_reduce(tensor, op);
       std::vector<double> expected(n);
       for (int64_t i = 0; i < n; ++i) expected[i] = reduced(op, size, i);
@@ -694,17 +695,17 @@ int nccl() {
   const std::string expected_backend = std::string(std::getenv("DISTGRAD_SHM") != nullptr ? "gloo" : "shm") + "+nccl";
   require(pg->backend_name() == expected_backend, "backend_name: expected ", expected_backend, ", found ",
           pg->backend_name());
-  Tensor broadcast = ops::to(rank_values(rank, 5, kFloat64), gpu);
+  Tensor broadcast = untracked::to(rank_values(rank, 5, kFloat64), gpu);
   pg->broadcast(broadcast, size - 1);
   check_values(broadcast, rank_values(size - 1, 5, kFloat64).to_vector<double>(), "NCCL broadcast");
   std::vector<Tensor> gathered;
   for (int r = 0; r < size; ++r) gathered.push_back(zeros({r + 1}, {.dtype = kInt64, .device = gpu}));
-  pg->all_gather(gathered, ops::to(rank_values(rank, rank + 1, kInt64), gpu));
+  pg->all_gather(gathered, untracked::to(rank_values(rank, rank + 1, kInt64), gpu));
   for (int r = 0; r < size; ++r) {
     check_values(gathered[r], rank_values(r, r + 1, kFloat64).to_vector<double>(), str("NCCL all_gather ", r));
   }
   std::vector<Tensor> shares;
-  for (int j = 0; j < size; ++j) shares.push_back(ops::to(rank_values(rank, j + 2, kFloat32), gpu));
+  for (int j = 0; j < size; ++j) shares.push_back(untracked::to(rank_values(rank, j + 2, kFloat32), gpu));
   Tensor mine = zeros({rank + 2}, {.device = gpu});
   pg->reduce_scatter(mine, shares);
   std::vector<double> expected(rank + 2);
@@ -718,7 +719,7 @@ int nccl() {
   }
   works.push_back(pg->barrier_async());
   for (auto& work : works) work->wait();
-  for (int k = 0; k < 16; ++k) check_values(ops::narrow(tensors[k], 0, 7, 1), {double(k * size)}, "NCCL async");
+  for (int k = 0; k < 16; ++k) check_values(untracked::narrow(tensors[k], 0, 7, 1), {double(k * size)}, "NCCL async");
 
   auto net = make_mlp(7);
   net->to(gpu);
@@ -726,7 +727,7 @@ int nccl() {
   auto reference = make_mlp(7);
   const Batch batch = full_batch(size, 100);
   const Batch local = share(batch, rank);
-  nn::mse_loss(ddp.forward(ops::to(local.x, gpu)), ops::to(local.y, gpu)).backward();
+  nn::mse_loss(ddp.forward(untracked::to(local.x, gpu)), untracked::to(local.y, gpu)).backward();
   nn::mse_loss(reference->forward(batch.x), batch.y).backward();
   check_grads_equal(*net, *reference, 1e-6, "DDP on CUDA against the CPU reference");
   say("NCCL passed in a world of ", size);

@@ -93,6 +93,10 @@ TEST(DistAutogradGraphs, SameTensorSentToTwoWorkersSumsTheGradients) {
   expect_scenario("same_tensor_two_workers", {"same tensor to two workers: the gradients are summed"});
 }
 
+TEST(DistAutogradGraphs, DebugInfoCountsBothSidesAndAnyWorkerRunsABackwardByContextId) {
+  expect_scenario("debug_info_and_backward_by_id", {"debug info and backward by id: counts match on both sides"});
+}
+
 TEST(DistAutogradGraphs, TheBackwardPartsOfSeveralWorkersRunAtTheSameTime) {
   expect_scenario("overlapping_backwards",
                   {"overlapping backwards: the backward parts of workers 1-3 ran at the same time"});

@@ -75,7 +75,7 @@ void require_close(const std::string& what, const Tensor& found, const Tensor& e
   require(found.defined(), what, ": no gradient, expected ", expected);
   require(found.dtype() == kFloat64 && found.sizes() == expected.sizes(), what, ": a ", found.describe(),
           ", expected a ", expected.describe());
-  require(ops::allclose(found, expected, kRtol, kAtol), what, ": found\n", found, "\nexpected\n", expected);
+  require(untracked::allclose(found, expected, kRtol, kAtol), what, ": found\n", found, "\nexpected\n", expected);
 }
 
 // Runs `call`, which must throw a RemoteError; returns it.
@@ -107,14 +107,14 @@ Tensor leaf(const Shape& sizes, Generator& generator) {
 
 // A leaf of the local reference: a copy of `t`'s values that requires grad.
 Tensor copy_leaf(const Tensor& t) {
-  Tensor copy = ops::clone(t.detach());
+  Tensor copy = untracked::clone(t.detach());
   copy.requires_grad_();
   return copy;
 }
 
 // The local engine's gradients of `loss` with respect to `inputs` (undefined for unused ones).
 TensorList reference_grads(const Tensor& loss, const TensorList& inputs) {
-  return autograd::grad({loss}, inputs, {}, std::nullopt, false, /*allow_unused=*/true);
+  return autograd::grad({loss}, inputs, {.allow_unused = true});
 }
 
 // The leaf every rank holds: a parameter that requires grad, with values that depend on the rank.
@@ -202,14 +202,14 @@ std::vector<bool> requires_grad_of(Tensor a, Tensor b, Tensor c) {
 DISTGRAD_REMOTE(requires_grad_of);
 
 // What the driver asks the workers about their state.
-int64_t live_contexts() { return static_cast<int64_t>(dist_autograd::num_live_contexts()); }
+int64_t live_contexts() { return static_cast<int64_t>(get_debug_info().num_autograd_contexts); }
 DISTGRAD_REMOTE(live_contexts);
-Tensor param_value() { return ops::clone(worker_param().detach()); }
+Tensor param_value() { return untracked::clone(worker_param().detach()); }
 DISTGRAD_REMOTE(param_value);
 // The gradient of this worker's parameter in the context (get_gradients on this worker); empty
 // when the context has none for it or is not here.
 std::optional<Tensor> param_gradient(int64_t context_id) {
-  if (dist_autograd::ContextContainer::instance().find(context_id) == nullptr) return std::nullopt;
+  if (get_debug_info().find(context_id) == nullptr) return std::nullopt;
   const GradientMap gradients = get_gradients(context_id);
   if (!gradients.contains(worker_param())) return std::nullopt;
   return gradients.at(worker_param());
@@ -227,12 +227,32 @@ std::string get_gradients_error(int64_t context_id) {
 DISTGRAD_REMOTE(get_gradients_error);
 // The number of this worker's leaves with a gradient in the context; -1 when the context is not here.
 int64_t gradient_count(int64_t context_id) {
-  const dist_autograd::ContextPtr context = dist_autograd::ContextContainer::instance().find(context_id);
-  return context == nullptr ? -1 : static_cast<int64_t>(GradientMap(context->gradients()).size());
+  const DebugInfo info = get_debug_info();
+  const ContextDebugInfo* context = info.find(context_id);
+  return context == nullptr ? -1 : static_cast<int64_t>(context->num_gradients);
 }
 DISTGRAD_REMOTE(gradient_count);
 bool param_grad_defined() { return worker_param().grad().defined(); }
 DISTGRAD_REMOTE(param_grad_defined);
+// The send and recv functions this worker recorded in the context, and the workers it knows
+// there, from its debug info; empty when the context is not here.
+std::vector<int64_t> context_counts(int64_t context_id) {
+  const DebugInfo info = get_debug_info();
+  const ContextDebugInfo* context = info.find(context_id);
+  if (context == nullptr) return {};
+  std::vector<int64_t> counts = {static_cast<int64_t>(context->num_send_functions),
+                                 static_cast<int64_t>(context->num_recv_functions)};
+  counts.insert(counts.end(), context->known_workers.begin(), context->known_workers.end());
+  return counts;
+}
+DISTGRAD_REMOTE(context_counts);
+// Runs a backward pass of the caller's context from here, knowing only its id: from the loss
+// sum(x * x) of the tensor the caller sent.
+bool backward_by_id(int64_t context_id, Tensor x) {
+  autograd::backward(context_id, {(x * x).sum()});
+  return true;
+}
+DISTGRAD_REMOTE(backward_by_id);
 
 // The resident set size of this process, in bytes (VmRSS in /proc/self/status), after handing
 // freed memory back to the system (distgrad's cached blocks, malloc's free pages), so that it
@@ -250,7 +270,7 @@ DISTGRAD_REMOTE(failing_forward);
 
 // x * 2, recorded with a backward formula that throws.
 Tensor throwing_backward(Tensor x) {
-  Tensor result = ops::mul(x, 2.0);
+  Tensor result = untracked::mul(x, 2.0);
   record("ThrowingBackward", {&x}, {&result}, [](const BackwardContext&) -> TensorList {
     throw std::runtime_error("ThrowingBackward: this formula always fails");
   });
@@ -636,11 +656,11 @@ int no_grad() {
       require(rpc_sync(1, &requires_grad_of, p, q, r) == std::vector<bool>{false, false, false},
               "a tensor without grad arrived requiring grad");
       require_close("the result", r, p + q);
-      const dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(ctx.id());
-      require(state->send_functions().empty(), "calls without grad recorded ", state->send_functions().size(),
+      const DebugInfo info = get_debug_info();
+      const ContextDebugInfo* state = info.find(ctx.id());
+      require(state->num_send_functions == 0, "calls without grad recorded ", state->num_send_functions,
               " send functions");
-      require(state->workers() == std::set<int>{1}, "the context reached ", state->workers().size(),
-              " workers, expected worker1");
+      require(state->known_workers == std::vector<int>{1}, "the context reached ", info.str(), ", expected worker1");
       require(ask(1, &live_contexts) == 1, "worker1 did not join the context of calls without grad tensors");
     }
     {
@@ -652,9 +672,10 @@ int no_grad() {
       require_close("the result", r, t1.detach() + t2.detach());
       const Tensor row = rpc_sync(1, &param_row, int64_t{0});
       require(!row.requires_grad(), "a worker's parameter row fetched under NoGradGuard requires grad");
-      const dist_autograd::ContextPtr state = dist_autograd::ContextContainer::instance().find(ctx.id());
-      require(state->send_functions().empty() && state->workers().empty(),
-              "calls made with grad mode off recorded send functions");
+      const DebugInfo info = get_debug_info();
+      const ContextDebugInfo* state = info.find(ctx.id());
+      require(state->num_send_functions == 0 && state->known_workers.empty(),
+              "calls made with grad mode off recorded send functions: ", info.str());
       require(ask(1, &live_contexts) == 0, "worker1 created a context for calls made with grad mode off");
     }
     {
@@ -694,6 +715,56 @@ int worker_params_only() {
   });
 }
 
+// get_debug_info's counts on both sides of a call, and backward passes given a context id alone:
+// run by a worker that got the id as an argument, and by the driver.
+int debug_info_and_backward_by_id() {
+  return drive("debug_info_and_backward_by_id", [] {
+    Generator generator(31);
+    Context ctx;
+    const Tensor a = leaf({3, 3}, generator), b = leaf({3, 3}, generator);
+    const Tensor c = rpc_sync(1, &my_add, a, b);
+    const DebugInfo info = get_debug_info();
+    const ContextDebugInfo* here = info.find(ctx.id());
+    require(here != nullptr && here->num_send_functions == 1 && here->num_recv_functions == 1 &&
+                here->known_workers == std::vector<int>{1} && here->num_gradients == 0,
+            "after one call to worker1 the driver's debug info is ", info.str(),
+            ", expected 1 send, 1 recv, workers [1], 0 gradients");
+    const std::vector<int64_t> there = ask(1, &context_counts, ctx.id());
+    require(there == std::vector<int64_t>{1, 1, 0}, "worker1's context holds ", there.size() < 2 ? -1 : there[0],
+            " sends and ", there.size() < 2 ? -1 : there[1], " recvs, expected 1 and 1 and to know worker0");
+    require(ask(2, &context_counts, ctx.id()).empty(), "worker2 holds a context no call reached it in");
+
+    require(rpc_sync(2, &backward_by_id, ctx.id(), c), "worker2's backward by id did not return");
+    const Tensor ra = copy_leaf(a), rb = copy_leaf(b);
+    const TensorList expected = reference_grads(((ra + rb) * (ra + rb)).sum(), {ra, rb});
+    require_close("a's gradient from worker2's pass", get_gradients(ctx.id()).at(a), expected[0]);
+    require_close("b's gradient from worker2's pass", get_gradients(ctx).at(b), expected[1]);
+
+    const Tensor d = rpc_sync(3, &square, a);
+    backward(ctx.id(), {d.sum()}, {.inputs = {a}});
+    require_close("a.grad() from the driver's pass by id", a.grad(), a.detach() * 2.0);
+    require(!b.grad().defined(), "b.grad() was set by a pass limited to a");
+
+    std::string error;
+    try {
+      backward(ctx.id() + 1000, {d.sum()});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    require(error.find("is not known on worker0") != std::string::npos, "a backward with an unknown id said: ", error);
+    error.clear();
+    try {
+      grad(ctx, {d.sum()}, {a}, {.create_graph = true});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    require(error.find("create_graph across workers is not supported yet") != std::string::npos,
+            "a distributed grad with create_graph said: ", error);
+    say("debug info and backward by id: counts match on both sides; passes by id from worker2 and the driver "
+        "gave the reference gradients");
+  });
+}
+
 int same_tensor_two_workers() {
   return drive("same_tensor_two_workers", [] {
     Generator generator(8);
@@ -707,8 +778,11 @@ int same_tensor_two_workers() {
     require_close("t.grad() (summed over worker1, worker2 and the driver)", t.grad(), expected[0]);
     require_close("w.grad()", w.grad(), expected[1]);
     require_close("get_gradients[t]", get_gradients(ctx).at(t), expected[0]);
-    const std::set<int> workers = dist_autograd::ContextContainer::instance().find(ctx.id())->workers();
-    require(workers == std::set<int>{1, 2}, "the context talked to ", workers.size(), " workers, expected 2");
+    const DebugInfo info = get_debug_info();
+    require(info.find(ctx.id())->known_workers == std::vector<int>{1, 2},
+            "the context talked to other workers than "
+            "worker1 and worker2: ",
+            info.str());
     say("same tensor to two workers: the gradients are summed, matching the local reference");
   });
 }
@@ -781,7 +855,7 @@ int retain_graph() {
       require_close("pass 1: t4.grad()", t4.grad(), expected[1]);
       require_close("pass 1: get_gradients[t1]", get_gradients(ctx).at(t1), expected[0]);
       require_param_gradient(ctx, 1, expected[2], "pass 1");
-      const Tensor t1_grad_after_one = ops::clone(t1.grad());
+      const Tensor t1_grad_after_one = untracked::clone(t1.grad());
 
       autograd::backward(ctx, {loss});  // the graph was retained: a second pass works
       require_close("pass 2: t1.grad() (one more pass)", t1.grad(), t1_grad_after_one + expected[0]);
@@ -1208,6 +1282,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"nested_contexts", nested_contexts},
       {"call_order_sums", call_order_sums},
       {"same_tensor_two_workers", same_tensor_two_workers},
+      {"debug_info_and_backward_by_id", debug_info_and_backward_by_id},
       {"overlapping_backwards", overlapping_backwards},
       {"worker_leaves", worker_leaves},
       {"multiple_roots", multiple_roots},

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 // Fresh tensors of the shapes and dtypes of `sent`, as a receiver decodes them (no autograd state).
 std::vector<Tensor> received(const std::vector<Tensor>& sent) {
   std::vector<Tensor> tensors;
-  for (const Tensor& tensor : sent) tensors.push_back(ops::clone(tensor.detach()));
+  for (const Tensor& tensor : sent) tensors.push_back(untracked::clone(tensor.detach()));
   return tensors;
 }
 

@@ -23,14 +23,17 @@
 namespace distgrad {
 namespace {
 
-double largest_magnitude(const Tensor& tensor) { return ops::max(ops::abs(ops::to(tensor, kFloat64))).item<double>(); }
+double largest_magnitude(const Tensor& tensor) {
+  return untracked::max(untracked::abs(untracked::to(tensor, kFloat64))).item<double>();
+}
 
 // The largest |a - b| of one parameter's gradients over the largest |b|, or over the largest
 // gradient of all parameters, `scale`, when this one's is below 1e-9 of that: a convolution's
 // bias before BatchNorm has no gradient (the normalization subtracts the mean), so its values
 // are rounding noise, and both runs must only agree that they are nothing beside the others.
 double relative_difference(const Tensor& actual, const Tensor& expected, double scale) {
-  const double difference = largest_magnitude(ops::sub(ops::to(actual, kFloat64), ops::to(expected, kFloat64)));
+  const double difference =
+      largest_magnitude(untracked::sub(untracked::to(actual, kFloat64), untracked::to(expected, kFloat64)));
   const double magnitude = largest_magnitude(expected);
   return difference / (magnitude < 1e-9 * scale ? scale : magnitude);
 }
@@ -113,7 +116,7 @@ TEST(MamlSinusoid, TrainingTwiceWithOneSeedGivesBitwiseIdenticalParameters) {
       ASSERT_EQ(actual.numel(), expected.numel()) << name << ", " << first.tensors[i].first;
       EXPECT_EQ(std::memcmp(actual.data_ptr(), expected.data_ptr(), expected.numel() * expected.element_size()), 0)
           << first.tensors[i].first << " of " << name << " differs from " << first_name << " by up to "
-          << largest_magnitude(ops::sub(actual, expected));
+          << largest_magnitude(untracked::sub(actual, expected));
     }
   }
 }

@@ -82,8 +82,8 @@ TEST(BatchNorm1d, WithoutMomentumKeepsACumulativeAverage) {
 TEST(BatchNorm2d, MomentumOneKeepsTheLastBatch) {
   // TorchOpt's MAML-Omniglot setting: BatchNorm2d(64, momentum=1., affine=True), training mode.
   nn::BatchNorm2d norm(2, {.momentum = 1.0}, kDouble);
-  const Tensor x = ops::sub(ops::div(ops::pow(arange(0.0, 24.0, 1.0, kDouble), 1.5), 10.0), 1.0);
-  const Tensor input = ops::reshape(x, {2, 2, 2, 3});
+  const Tensor x = untracked::sub(untracked::div(untracked::pow(arange(0.0, 24.0, 1.0, kDouble), 1.5), 10.0), 1.0);
+  const Tensor input = untracked::reshape(x, {2, 2, 2, 3});
   expect_values_near(
       norm.forward(input),
       {-1.1373974377809164, -1.0996119315928634, -1.0305238871563618, -0.9410581882586676, -0.8351133882764911,

@@ -2,14 +2,19 @@
 // (reference, differentiable clone, deep copy), with every error by message.
 #include "nn/functional_call.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "nn/batch_norm.h"
 #include "nn/linear.h"
+#include "nn/loss.h"
 #include "nn/sequential.h"
+#include "optim/meta_sgd.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace distgrad {
@@ -95,8 +100,8 @@ TEST(FunctionalCall, GradientsFlowToTheGivenTensorsNotTheModules) {
   auto linear = small_linear();
   const Tensor w = leaf({1, -2}, {1, 2});
   const Tensor x = from_vector<double>({1, 2}, {1, 2});
-  const Tensor inner = nn::functional_call(*linear, {{"weight", w}}, x).sum();           // w·x + 0.5
-  const Tensor grad_w = autograd::grad({inner}, {w}, {}, {}, /*create_graph=*/true)[0];  // = x
+  const Tensor inner = nn::functional_call(*linear, {{"weight", w}}, x).sum();    // w·x + 0.5
+  const Tensor grad_w = autograd::grad({inner}, {w}, {.create_graph = true})[0];  // = x
   const Tensor fast = w - grad_w * 0.1;
   const Tensor outer = pow(nn::functional_call(*linear, {{"weight", fast}}, x).sum(), 2.0);
   outer.backward();
@@ -161,6 +166,65 @@ TEST(ModuleClone, DetachBuffersCutsOnlyTheBuffers) {
   // A cloned buffer keeps its link to what it was computed from.
   nn::functional_call(module, nn::module_clone(module, nn::CloneBy::kClone), from_vector<double>({1})).sum().backward();
   EXPECT_EQ(values(module.source.grad()), (std::vector<double>{2}));
+}
+
+// Note [Slot locking]: threads share one module. Each runs MAML's inner loop (functional_call under
+// MetaSGD, gradients with create_graph) with its own weights and must get exactly what a thread
+// alone gets, while another thread reads the module's parameters, which must stay its own.
+TEST(FunctionalCall, ManyThreadsOnOneModuleEachSeeTheirOwnTensors) {
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<nn::Linear>(3, 8, true, TensorOptions{.dtype = kFloat64}));
+  net->push_back(std::make_shared<nn::Linear>(8, 1, true, TensorOptions{.dtype = kFloat64}));
+  const nn::ParamDict own = net->named_parameters();
+  const Tensor x = randn({5, 3}, {.dtype = kFloat64});
+  const Tensor y = randn({5, 1}, {.dtype = kFloat64});
+
+  // The adapted weights' query loss and its gradient w.r.t. the thread's initial weights.
+  auto adapted_loss_and_grad = [&](const nn::ParamDict& start) {
+    nn::ParamDict params = start;
+    optim::MetaSGD inner(params, 0.1);
+    for (int step = 0; step < 2; ++step) params = inner.step(nn::mse_loss(nn::functional_call(*net, params, x), y));
+    const Tensor loss = nn::mse_loss(nn::functional_call(*net, params, x), y);
+    const Tensor first = start.entries()[0].second;
+    return std::pair{loss.item<double>(), autograd::grad({loss}, {first})[0].to_vector<double>()};
+  };
+  constexpr int kThreads = 8, kRounds = 40;
+  std::vector<nn::ParamDict> starts;
+  std::vector<std::pair<double, std::vector<double>>> alone;
+  for (int i = 0; i < kThreads; ++i) {
+    nn::ParamDict start;
+    for (const auto& [name, tensor] : own) {
+      start.insert(name, add(randn(tensor.sizes(), {.dtype = kFloat64}), tensor.detach()).requires_grad_());
+    }
+    starts.push_back(start);
+    alone.push_back(adapted_loss_and_grad(start));
+  }
+
+  std::atomic<int> mismatches = 0, foreign_reads = 0;
+  std::atomic<bool> done = false;
+  std::thread reader([&] {
+    while (!done) {
+      const nn::ParamDict seen = nn::module_clone(*net, nn::CloneBy::kReference);
+      const nn::ParamDict listed = net->named_parameters();
+      for (const auto& [name, tensor] : own) {
+        if (!seen.at(name).is_same(tensor) || !listed.at(name).is_same(tensor)) ++foreign_reads;
+      }
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < kRounds; ++round) {
+        if (adapted_loss_and_grad(starts[i]) != alone[i]) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(mismatches, 0) << "a thread's result changed when other threads shared the module";
+  EXPECT_EQ(foreign_reads, 0) << "module_clone or named_parameters saw another thread's tensors";
+  for (const auto& [name, tensor] : own) EXPECT_TRUE(net->named_parameters().at(name).is_same(tensor)) << name;
 }
 
 }  // namespace

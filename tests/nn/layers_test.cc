@@ -43,10 +43,10 @@ TEST(Linear, ForwardMatchesHandComputedValues) {
   // [1, 0, -1]·[1, 2, 3] + 0.5, [1, 0, -1]·[-1, 0.5, 2] - 1; [2, 1, 0.5]·... likewise.
   const std::vector<double> expected{-1.5, -4, 6, -1.5};
   EXPECT_EQ(values(linear.forward(x)), expected);
-  const Tensor batched = linear.forward(ops::reshape(x, {2, 1, 1, 3}));  // any leading dims
+  const Tensor batched = linear.forward(untracked::reshape(x, {2, 1, 1, 3}));  // any leading dims
   EXPECT_THAT(batched.sizes(), ElementsAre(2, 1, 1, 2));
   EXPECT_EQ(values(batched), expected);
-  const Tensor single = linear.forward(ops::select(x, 0, 1));  // one sample, no batch dim
+  const Tensor single = linear.forward(untracked::select(x, 0, 1));  // one sample, no batch dim
   EXPECT_THAT(single.sizes(), ElementsAre(2));
   EXPECT_EQ(values(single), (std::vector<double>{6, -1.5}));
 }
@@ -96,19 +96,19 @@ TEST(Linear, GradientsOfFirstAndSecondOrder) {
 }
 
 // Input [1, 2, 4, 4] = arange / 10 - 1 and weight [3, 2, 3, 3] = arange / 20 - 0.8, in float64.
-Tensor conv_input() { return ops::sub(ops::div(arange(0.0, 32.0, 1.0, kDouble), 10.0), 1.0); }
-Tensor conv_weight() { return ops::sub(ops::div(arange(0.0, 54.0, 1.0, kDouble), 20.0), 0.8); }
+Tensor conv_input() { return untracked::sub(untracked::div(arange(0.0, 32.0, 1.0, kDouble), 10.0), 1.0); }
+Tensor conv_weight() { return untracked::sub(untracked::div(arange(0.0, 54.0, 1.0, kDouble), 20.0), 0.8); }
 
 TEST(Conv2d, ForwardMatchesPyTorch) {
   nn::Conv2d conv(2, 3, 3, {.stride = 2, .padding = 1}, true, kDouble);
   conv.load_state_dict(
-      {{"weight", ops::reshape(conv_weight(), {3, 2, 3, 3})}, {"bias", from_vector<double>({0.1, -0.2, 0.3})}});
+      {{"weight", untracked::reshape(conv_weight(), {3, 2, 3, 3})}, {"bias", from_vector<double>({0.1, -0.2, 0.3})}});
   // torch.nn.functional.conv2d(x, w, b, stride=2, padding=1), computed with PyTorch 2.
   const std::vector<double> expected{1.56, 1.76, 0.025, -1.28, 1.62, 3.62, 6.745, 11.38, 2.48, 6.28, 14.265, 24.84};
-  const Tensor y = conv.forward(ops::reshape(conv_input(), {1, 2, 4, 4}));
+  const Tensor y = conv.forward(untracked::reshape(conv_input(), {1, 2, 4, 4}));
   EXPECT_THAT(y.sizes(), ElementsAre(1, 3, 2, 2));
   expect_values_near(y, expected);
-  const Tensor unbatched = conv.forward(ops::reshape(conv_input(), {2, 4, 4}));
+  const Tensor unbatched = conv.forward(untracked::reshape(conv_input(), {2, 4, 4}));
   EXPECT_THAT(unbatched.sizes(), ElementsAre(3, 2, 2));
   expect_values_near(unbatched, expected);
 }
@@ -116,9 +116,9 @@ TEST(Conv2d, ForwardMatchesPyTorch) {
 TEST(Conv2d, DilationAndRectangularStrideMatchPyTorch) {
   nn::Conv2d conv(1, 1, 2, {.stride = {1, 2}, .dilation = 2}, /*with_bias=*/false, kDouble);
   conv.load_state_dict({{"weight", from_vector<double>({1, -1, 0.5, 2}, {1, 1, 2, 2})}});
-  const Tensor x = ops::div(ops::sub(arange(0.0, 25.0, 1.0, kDouble), 12.0), 5.0);
+  const Tensor x = untracked::div(untracked::sub(arange(0.0, 25.0, 1.0, kDouble), 12.0), 5.0);
   // torch.nn.functional.conv2d(x, w, stride=(1, 2), dilation=2), computed with PyTorch 2.
-  expect_values_near(conv.forward(ops::reshape(x, {1, 1, 5, 5})), {-0.6, 0.4, 1.9, 2.9, 4.4, 5.4});
+  expect_values_near(conv.forward(untracked::reshape(x, {1, 1, 5, 5})), {-0.6, 0.4, 1.9, 2.9, 4.4, 5.4});
   EXPECT_EQ(conv.name(), "Conv2d(1, 1, kernel_size=2, stride=(1, 2), padding=0, dilation=2, bias=false)");
 }
 
@@ -162,7 +162,7 @@ TEST(MaxPool2d, ForwardTakesTheLargestOfEachWindow) {
   EXPECT_EQ(values(overlapping.forward(pool_input())), (std::vector<double>{9, 9, 9, 9, 9.5, 8}));
   // torch.nn.functional.max_pool2d(x, 3, 1, 1), computed with PyTorch 2.
   nn::MaxPool2d padded(3, 1, 1);
-  EXPECT_EQ(values(padded.forward(ops::squeeze(pool_input(), 0))),
+  EXPECT_EQ(values(padded.forward(untracked::squeeze(pool_input(), 0))),
             (std::vector<double>{9, 9, 9, 4, 9, 9, 9, 8, 9.5, 9.5, 9, 8, 9.5, 9.5, 8, 8}));
 }
 
@@ -195,7 +195,7 @@ TEST(Activations, ForwardAndGradients) {
   EXPECT_EQ(relu.name(), "ReLU()");
   EXPECT_EQ(tanh_layer.name(), "Tanh()");
   EXPECT_EQ(sigmoid_layer.name(), "Sigmoid()");
-  Tensor input = ops::clone(x);
+  Tensor input = untracked::clone(x);
   input.requires_grad_();
   for (nn::Module* layer : std::initializer_list<nn::Module*>{&relu, &tanh_layer, &sigmoid_layer}) {
     expect_module_gradients_match(*layer, input);

@@ -161,12 +161,12 @@ TEST(Module, StrictLoadNamesMissingAndUnexpectedKeys) {
   Net net;
   nn::ParamDict partial;
   for (const auto& [name, tensor] : net.state_dict()) {
-    if (name != "encoder.bias" && name != "norm.running_var") partial.insert(name, ops::clone(tensor));
+    if (name != "encoder.bias" && name != "norm.running_var") partial.insert(name, untracked::clone(tensor));
   }
   partial.insert("decoder.weight", zeros({1}));
   const std::vector<double> weight_before = values(net.encoder->weight);
   for (const auto& [name, tensor] : partial) {
-    if (tensor.numel() > 0 && is_floating(tensor.dtype())) ops::fill_(tensor, 5.0);
+    if (tensor.numel() > 0 && is_floating(tensor.dtype())) untracked::fill_(tensor, 5.0);
   }
   EXPECT_ERROR_CONTAINS(net.load_state_dict(partial),
                         "load_state_dict: the state does not match Net; missing keys: encoder.bias, "

@@ -43,7 +43,7 @@ inline void expect_module_gradients_match(nn::Module& module, const Tensor& inpu
   const nn::ParamDict own = module.named_parameters();
   autograd::TensorList inputs{input};
   for (const auto& [name, parameter] : own) {
-    Tensor copy = ops::clone(parameter.detach());
+    Tensor copy = untracked::clone(parameter.detach());
     copy.requires_grad_();
     inputs.push_back(copy);
   }

@@ -33,7 +33,7 @@ std::vector<Tensor> make_parameters() { return {leaf({0.5, -1.0, 1.5, 2.0}, {2, 
 std::vector<Tensor> copies(const std::vector<Tensor>& parameters) {
   std::vector<Tensor> result;
   for (const Tensor& p : parameters) {
-    Tensor copy = ops::clone(p.detach());
+    Tensor copy = untracked::clone(p.detach());
     copy.requires_grad_();
     result.push_back(copy);
   }
@@ -45,7 +45,7 @@ std::vector<Tensor> copies(const std::vector<Tensor>& parameters) {
 void set_grads(const std::vector<Tensor>& parameters, int step) {
   for (const Tensor& p : parameters) {
     const Tensor value = p.detach();
-    p.set_grad(ops::add(ops::mul(value, 2.0 * step / 3), ops::mul(value, value)));
+    p.set_grad(untracked::add(untracked::mul(value, 2.0 * step / 3), untracked::mul(value, value)));
   }
 }
 

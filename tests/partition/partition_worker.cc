@@ -2,14 +2,17 @@
 // of a world by tests/partition/remote_call_test.cc (through tests/rpc/multiprocess.h). Rank 0
 // drives each scenario through remote_*_call / parallelize* and checks what comes back; the
 // other ranks serve. A failed check ends rank 0 with "[worker0] error: ..." and exit code 1.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "core/ops.h"
 #include "distgrad.h"
 #include "tests/rpc/scenario.h"
 
@@ -27,14 +30,15 @@ void check_close(const Tensor& actual, const Tensor& expected, const std::string
   check(actual.defined(), what + ": undefined, expected a tensor of shape " + dg::shape_str(expected.sizes()));
   check(actual.sizes() == expected.sizes(),
         what + ": shape " + dg::shape_str(actual.sizes()) + ", expected " + dg::shape_str(expected.sizes()));
-  check(dg::ops::allclose(actual, expected, rtol, 1e-12),
-        what + ": values differ; max |difference| " +
-            std::to_string(dg::ops::max(dg::ops::abs(dg::ops::sub(actual, expected))).item<double>()));
+  check(
+      dg::untracked::allclose(actual, expected, rtol, 1e-12),
+      what + ": values differ; max |difference| " +
+          std::to_string(dg::untracked::max(dg::untracked::abs(dg::untracked::sub(actual, expected))).item<double>()));
 }
 
 Tensor batch(int64_t rows, int64_t columns) {
-  return dg::ops::reshape(dg::arange(0.0, static_cast<double>(rows * columns), 1.0, {.dtype = dg::kFloat64}),
-                          {rows, columns});
+  return dg::untracked::reshape(dg::arange(0.0, static_cast<double>(rows * columns), 1.0, {.dtype = dg::kFloat64}),
+                                {rows, columns});
 }
 
 }  // namespace
@@ -42,7 +46,7 @@ Tensor batch(int64_t rows, int64_t columns) {
 // ---------------------------------------------------------------------------------------------
 // Registered functions.
 
-std::pair<int64_t, Tensor> doubled_with_rank(Tensor x) { return {dg::get_rank(), dg::ops::mul(x, 2.0)}; }
+std::pair<int64_t, Tensor> doubled_with_rank(Tensor x) { return {dg::get_rank(), dg::untracked::mul(x, 2.0)}; }
 DISTGRAD_REMOTE(doubled_with_rank);
 
 Tensor total(Tensor x) { return dg::sum(x); }
@@ -62,6 +66,12 @@ Tensor fails_on_rank_two(Tensor x) {
   return x;
 }
 DISTGRAD_REMOTE(fails_on_rank_two);
+// The rows, after `milliseconds` on rank 2 (none elsewhere).
+Tensor slow_on_rank_two(Tensor x, int64_t milliseconds) {
+  if (dg::rpc::get_rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  return x;
+}
+DISTGRAD_REMOTE(slow_on_rank_two);
 
 // Nested: a worker splits its part again over every rank.
 Tensor fanned_out_total(Tensor row) { return dg::parallelize(total, dg::batch_partitioner, dg::sum_reducer)(row); }
@@ -85,7 +95,7 @@ struct Task {
 DISTGRAD_CODEC(Task, x_support, y_support, x_query, y_query);
 
 Tensor adapt_and_eval(dg::nn::ParamDict params, Task task, int inner_steps) {
-  thread_local TinyNet net;
+  static TinyNet net;  // shared by the threads serving calls at once
   dg::optim::MetaSGD inner(params, 0.1);
   for (int step = 0; step < inner_steps; ++step) {
     params = inner.step(dg::nn::mse_loss(dg::nn::functional_call(net, params, task.x_support), task.y_support));
@@ -112,29 +122,30 @@ void calls() {
     doubled.push_back(chunks[i].second);
   }
   check(chunks[2].second.size(0) == 3, "the last chunk takes the remainder");
-  check_close(dg::cat(doubled), dg::ops::mul(x, 2.0), "the chunks in partition order");
+  check_close(dg::cat(doubled), dg::untracked::mul(x, 2.0), "the chunks in partition order");
 
   // exclusive_batch_partitioner: one call per sample, round-robin, dim 0 kept (size 1), as TorchOpt's.
   const auto samples = dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(x);
   check(samples.size() == 7, "exclusive makes one call per sample");
   for (size_t i = 0; i < samples.size(); ++i) {
     check(samples[i].first == static_cast<int64_t>(i % 3), "sample " + std::to_string(i) + " round-robin");
-    check_close(samples[i].second, dg::ops::mul(dg::ops::narrow(x, 0, static_cast<int64_t>(i), 1), 2.0), "sample");
+    check_close(samples[i].second, dg::untracked::mul(dg::untracked::narrow(x, 0, static_cast<int64_t>(i), 1), 2.0),
+                "sample");
   }
   // keepdim = false selects the sample away.
   const auto selected =
       dg::parallelize(doubled_with_rank, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}))(x);
-  check_close(selected[4].second, dg::ops::mul(dg::ops::select(x, 0, 4), 2.0), "sample 4, dim dropped");
+  check_close(selected[4].second, dg::untracked::mul(dg::untracked::select(x, 0, 4), 2.0), "sample 4, dim dropped");
   const auto columns = dg::remote_sync_call(doubled_with_rank, dg::args(x),
                                             dg::dim_partitioner(1, {.exclusive = true, .keepdim = false}));
   check(columns.size() == 2, "dim 1 of size 2 makes 2 calls");
-  check_close(columns[1].second, dg::ops::mul(dg::ops::select(x, 1, 1), 2.0), "column 1, dim dropped");
+  check_close(columns[1].second, dg::untracked::mul(dg::untracked::select(x, 1, 1), 2.0), "column 1, dim dropped");
 
   // Reducers: the default (batch_partitioner + mean_reducer), a sum, a tuple field by field.
-  const double mean_of_totals =
-      (dg::sum(dg::ops::narrow(x, 0, 0, 2)).item<double>() + dg::sum(dg::ops::narrow(x, 0, 2, 2)).item<double>() +
-       dg::sum(dg::ops::narrow(x, 0, 4, 3)).item<double>()) /
-      3;
+  const double mean_of_totals = (dg::sum(dg::untracked::narrow(x, 0, 0, 2)).item<double>() +
+                                 dg::sum(dg::untracked::narrow(x, 0, 2, 2)).item<double>() +
+                                 dg::sum(dg::untracked::narrow(x, 0, 4, 3)).item<double>()) /
+                                3;
   check(dg::parallelize(total)(x).item<double>() == mean_of_totals, "parallelize(fn) is batch + mean");
   check(dg::parallelize(total, dg::batch_partitioner, dg::sum_reducer)(x).item<double>() == dg::sum(x).item<double>(),
         "sum_reducer");
@@ -145,7 +156,7 @@ void calls() {
   // A worker as the partitioner: unsplit, there; by rank or by name.
   const auto on_two = dg::remote_sync_call(doubled_with_rank, dg::args(x), 2);
   check(on_two.size() == 1 && on_two[0].first == 2, "a rank as partitioner makes one call, there");
-  check_close(on_two[0].second, dg::ops::mul(x, 2.0), "unsplit");
+  check_close(on_two[0].second, dg::untracked::mul(x, 2.0), "unsplit");
   check(dg::remote_sync_call(doubled_with_rank, dg::args(x), "worker1").at(0).first == 1, "a name as partitioner");
 
   // Custom partitioner and reducer.
@@ -161,7 +172,7 @@ void calls() {
   check(order == "210", "a custom partitioner's calls come back in its order, got " + order);
 
   // Broadcast values with split tensors; no tensor at all runs on the caller.
-  const Tensor weights = dg::ops::mul(dg::ones({7, 2}, {.dtype = dg::kFloat64}), 0.5);
+  const Tensor weights = dg::untracked::mul(dg::ones({7, 2}, {.dtype = dg::kFloat64}), 0.5);
   check(dg::parallelize(weighted_total, dg::batch_partitioner, dg::sum_reducer)(x, weights).item<double>() ==
             dg::sum(x).item<double>() * 0.5,
         "every tensor is split alike");
@@ -192,32 +203,34 @@ void async_calls() {
   auto elsewhere = dg::remote_async_call(doubled_with_rank, dg::args(x), 1);
   auto unreduced = dg::parallelize_async(total, dg::exclusive_batch_partitioner)(x);
   std::vector<dg::rpc::Future<Tensor>> many;
-  for (int i = 0; i < 50; ++i) many.push_back(dg::parallelize_async(total)(dg::ops::add(x, static_cast<double>(i))));
+  for (int i = 0; i < 50; ++i)
+    many.push_back(dg::parallelize_async(total)(dg::untracked::add(x, static_cast<double>(i))));
   check(summed.get().item<double>() == dg::sum(x).item<double>(), "async sum");
   check(elsewhere.get().at(0).first == 1, "async on worker 1");
   check(unreduced.get().size() == 6, "async unreduced: one result per sample");
   for (int i = 0; i < 50; ++i) {
-    const double expected = dg::sum(dg::ops::add(x, static_cast<double>(i))).item<double>() / 2;
+    const double expected = dg::sum(dg::untracked::add(x, static_cast<double>(i))).item<double>() / 2;
     check(many[static_cast<size_t>(i)].get().item<double>() == expected, "call " + std::to_string(i) + " of 50");
   }
 }
 
 // A parallelized function that parallelizes again on the worker; gradients through both levels.
 void nested() {
-  const Tensor x = dg::ops::add(batch(3, 6), 1.0);
+  const Tensor x = dg::untracked::add(batch(3, 6), 1.0);
   x.requires_grad_();
   dg::autograd::Context context;
   const std::vector<Tensor> totals = dg::remote_sync_call(
       fanned_out_total, dg::args(x), dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}));
   check(totals.size() == 3, "one call per row");
   for (int64_t row = 0; row < 3; ++row) {
-    check(totals[static_cast<size_t>(row)].item<double>() == dg::sum(dg::ops::select(x, 0, row)).item<double>(),
+    check(totals[static_cast<size_t>(row)].item<double>() == dg::sum(dg::untracked::select(x, 0, row)).item<double>(),
           "row " + std::to_string(row) + " summed over the workers");
   }
   const Tensor loss = dg::sum(dg::mul(dg::stack(totals), dg::stack(totals)));
   dg::autograd::backward(context, {loss});
   // d/dx of sum_r (sum_j x_rj)^2 = 2 sum_j x_rj, on every element of row r.
-  const Tensor expected = dg::ops::mul(dg::ops::expand(dg::ops::sum(x.detach(), {1}, true), {3, 6}), 2.0);
+  const Tensor expected =
+      dg::untracked::mul(dg::untracked::expand(dg::untracked::sum(x.detach(), {1}, true), {3, 6}), 2.0);
   check_close(x.grad(), expected, "gradients through two levels of parallelize");
 }
 
@@ -275,6 +288,43 @@ void failure() {
   check(dg::remote_sync_call(fails_on_rank_two, dg::args(x), 1).at(0).size(0) == 6, "the world still serves calls");
 }
 
+// A timeout given by name (RemoteCallOptions), with and without a reducer and through parallelize:
+// rank 2's partition takes 3 s, the calls give it 300 ms.
+void timeout() {
+  using namespace std::chrono_literals;
+  const Tensor x = batch(6, 1);
+  const std::vector<std::function<void()>> timed_out = {
+      [&] {
+        dg::remote_sync_call(slow_on_rank_two, dg::args(x, int64_t{3000}), dg::batch_partitioner, {.timeout = 300ms});
+      },
+      [&] {
+        dg::remote_sync_call(slow_on_rank_two, dg::args(x, int64_t{3000}), dg::batch_partitioner, dg::sum_reducer,
+                             {.timeout = 300ms});
+      },
+      [&] { dg::parallelize(slow_on_rank_two, dg::batch_partitioner, {.timeout = 300ms})(x, 3000); },
+      [&] {
+        dg::parallelize_async(slow_on_rank_two, dg::batch_partitioner, dg::sum_reducer, {.timeout = 300ms})(x, 3000)
+            .get();
+      },
+  };
+  for (size_t i = 0; i < timed_out.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      timed_out[i]();
+      check(false, "timed-out call " + std::to_string(i) + " must fail");
+    } catch (const dg::rpc::RemoteError& error) {
+      check(error.worker() == "worker2", "the timed-out worker is named, got " + error.worker());
+      check(error.code() == dg::rpc::StatusCode::kDeadlineExceeded,
+            "call " + std::to_string(i) + " failed with another code than DEADLINE_EXCEEDED: " + error.what());
+    }
+    check(std::chrono::steady_clock::now() - start < 2500ms, "call " + std::to_string(i) + " waited past its timeout");
+  }
+  check(
+      dg::remote_sync_call(slow_on_rank_two, dg::args(x, int64_t{0}), dg::batch_partitioner, {.timeout = 30s}).size() ==
+          3,
+      "a call within its timeout");
+}
+
 // Gradients through a parallelized MAML step equal the local computation (float64).
 void maml_gradients() {
   dg::manual_seed(3);
@@ -282,10 +332,12 @@ void maml_gradients() {
   constexpr int64_t kTasks = 5, kShots = 4;
   constexpr int kInnerSteps = 2;
   Task tasks;
-  tasks.x_support = dg::ops::sub(dg::ops::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
-  tasks.x_query = dg::ops::sub(dg::ops::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
-  tasks.y_support = dg::ops::sin(tasks.x_support);
-  tasks.y_query = dg::ops::sin(tasks.x_query);
+  tasks.x_support =
+      dg::untracked::sub(dg::untracked::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
+  tasks.x_query =
+      dg::untracked::sub(dg::untracked::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
+  tasks.y_support = dg::untracked::sin(tasks.x_support);
+  tasks.y_query = dg::untracked::sin(tasks.x_query);
   tasks.x_support.requires_grad_();  // gradients reach split inputs too
 
   // Local: every task here, mean of the losses.
@@ -299,8 +351,9 @@ void maml_gradients() {
   const Tensor local_loss = dg::mean(dg::stack(local_losses));
   local_loss.backward();
   std::map<std::string, Tensor> local_gradients;
-  for (const auto& [name, parameter] : net.named_parameters()) local_gradients[name] = dg::ops::clone(parameter.grad());
-  const Tensor local_input_gradient = dg::ops::clone(tasks.x_support.grad());
+  for (const auto& [name, parameter] : net.named_parameters())
+    local_gradients[name] = dg::untracked::clone(parameter.grad());
+  const Tensor local_input_gradient = dg::untracked::clone(tasks.x_support.grad());
   net.zero_grad();
   tasks.x_support.set_grad(Tensor());
 
@@ -328,6 +381,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"nested", [] { return world_running(nested); }},
       {"empty_batch", [] { return world_running(empty_batch); }},
       {"failure", [] { return world_running(failure); }},
+      {"timeout", [] { return world_running(timeout); }},
       {"maml_gradients", [] { return world_running(maml_gradients); }},
   };
   return all;

@@ -38,7 +38,7 @@ const bool kWorldOfFour = (setenv("RANK", "0", 1), setenv("WORLD_SIZE", "4", 1),
 Tensor batch_of(int64_t size, Shape rest = {}) {
   Shape sizes{size};
   sizes.insert(sizes.end(), rest.begin(), rest.end());
-  return ops::reshape(arange(0.0, static_cast<double>(shape_numel(sizes)), 1.0, {.dtype = kFloat64}), sizes);
+  return untracked::reshape(arange(0.0, static_cast<double>(shape_numel(sizes)), 1.0, {.dtype = kFloat64}), sizes);
 }
 
 template <typename... Args>

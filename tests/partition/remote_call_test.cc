@@ -25,6 +25,7 @@ TEST(RemoteCall, AsyncCallsAndManyInFlight) { expect_scenario("async", 2); }
 TEST(RemoteCall, NestedParallelizeCarriesGradientsThroughBothLevels) { expect_scenario("nested", 3); }
 TEST(RemoteCall, AnEmptyBatchGivesAnEmptyListAndCannotBeReduced) { expect_scenario("empty_batch", 2); }
 TEST(RemoteCall, AFailedPartitionFailsTheCallNamingTheWorker) { expect_scenario("failure", 3); }
+TEST(RemoteCall, ATimeoutGivenByNameFailsTheCallNamingTheWorker) { expect_scenario("timeout", 3); }
 TEST(RemoteCall, ParallelizedMamlStepGivesTheLocalGradients) { expect_scenario("maml_gradients", 3); }
 
 }  // namespace

@@ -29,7 +29,7 @@ Built build(const std::vector<Tensor>& tensors, std::string payload = "payload")
   built.header.set_num_arguments(1);
   built.header.set_payload_bytes(payload.size());
   std::vector<WireTensor> wire;
-  for (const Tensor& t : tensors) wire.push_back({ops::contiguous(t), Device::cpu()});
+  for (const Tensor& t : tensors) wire.push_back({untracked::contiguous(t), Device::cpu()});
   for (const WireTensor& t : wire) describe_tensor(t, built.header.add_tensors());
   built.message = encode_frame(built.header, payload, wire);
   return built;
@@ -52,23 +52,23 @@ TEST(Frame, RoundTripsHeaderPayloadAndTensors) {
   const Tensor scalar = scalar_tensor(3.5, {.dtype = kFloat32});
   const Tensor empty_tensor = zeros({0, 4});
   const Tensor flags = from_vector<bool>({true, false});
-  const Tensor halves = ops::to(from_vector<float>({0.5f, -65504.0f, 0.1f}), kFloat16);
-  const Tensor brains = ops::to(from_vector<float>({1e30f, -0.0f}), kBFloat16);
-  const Built built = build({ops::t(a), b, scalar, empty_tensor, flags, halves, brains});
+  const Tensor halves = untracked::to(from_vector<float>({0.5f, -65504.0f, 0.1f}), kFloat16);
+  const Tensor brains = untracked::to(from_vector<float>({1e30f, -0.0f}), kBFloat16);
+  const Built built = build({untracked::t(a), b, scalar, empty_tensor, flags, halves, brains});
   wire::CallHeader header;
   const DecodedFrame frame = decode_frame(message_of(flatten(built.message)), header);
   EXPECT_EQ(header.function(), "f");
   EXPECT_EQ(frame.payload, "payload");
   ASSERT_EQ(frame.tensors.size(), 7u);
-  EXPECT_TRUE(ops::equal(frame.tensors[0], ops::t(a)));
-  EXPECT_TRUE(ops::equal(frame.tensors[1], b));
-  EXPECT_TRUE(ops::equal(frame.tensors[2], scalar));
+  EXPECT_TRUE(untracked::equal(frame.tensors[0], untracked::t(a)));
+  EXPECT_TRUE(untracked::equal(frame.tensors[1], b));
+  EXPECT_TRUE(untracked::equal(frame.tensors[2], scalar));
   EXPECT_EQ(frame.tensors[3].sizes(), (Shape{0, 4}));
-  EXPECT_TRUE(ops::equal(frame.tensors[4], flags));
+  EXPECT_TRUE(untracked::equal(frame.tensors[4], flags));
   for (size_t i : {5u, 6u}) {  // half precision: same dtype, same bits
     const Tensor& sent = i == 5 ? halves : brains;
     EXPECT_EQ(frame.tensors[i].dtype(), sent.dtype());
-    EXPECT_TRUE(ops::equal(ops::to(frame.tensors[i], kFloat32), ops::to(sent, kFloat32)));
+    EXPECT_TRUE(untracked::equal(untracked::to(frame.tensors[i], kFloat32), untracked::to(sent, kFloat32)));
   }
 }
 
@@ -80,7 +80,7 @@ TEST(Frame, TensorsArrivingInOneSliceAreNotCopied) {
   EXPECT_EQ(frame.tensors[0].data_ptr(), a.data_ptr());
   const std::string bytes = flatten(built.message);  // one slice: the tensor is at an offset
   const DecodedFrame copied = decode_frame(message_of(bytes), header);
-  EXPECT_TRUE(ops::equal(copied.tensors[0], a));
+  EXPECT_TRUE(untracked::equal(copied.tensors[0], a));
 }
 
 // call_socket reads a small reply into one grpc::Slice(n), which gRPC inlines (n <= 23 bytes:
@@ -199,7 +199,7 @@ TEST(SharedMemoryFrames, TensorsInSegmentsDecodeThroughTheReaderOnly) {
   };
   const DecodedFrame decoded = decode_frame(frame, decoded_header, reader);
   ASSERT_EQ(decoded.tensors.size(), 1u);
-  EXPECT_TRUE(ops::equal(decoded.tensors[0], tensor));
+  EXPECT_TRUE(untracked::equal(decoded.tensors[0], tensor));
 }
 
 TEST(SharedMemoryFrames, AFrameThatFailsReleasesTheSegmentsItNamed) {

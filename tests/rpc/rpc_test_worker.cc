@@ -107,7 +107,8 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
   if (a.defined() != b.defined()) return false;
   if (!a.defined()) return true;
   if (a.dtype() != b.dtype() || a.sizes() != b.sizes() || !(a.device() == b.device())) return false;
-  const Tensor ca = ops::contiguous(ops::to(a, Device::cpu())), cb = ops::contiguous(ops::to(b, Device::cpu()));
+  const Tensor ca = untracked::contiguous(untracked::to(a, Device::cpu())),
+               cb = untracked::contiguous(untracked::to(b, Device::cpu()));
   const size_t nbytes = static_cast<size_t>(a.numel()) * a.element_size();
   return nbytes == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), nbytes) == 0;
 }
@@ -401,7 +402,7 @@ SeenRecord record_of(const Seen& seen) { return {seen.peer, seen.tensors, seen.i
 // Returns the sum of `inputs` twice, and the context id its on_request scope set.
 std::tuple<Tensor, Tensor, uint64_t> hooked(std::vector<Tensor> inputs) {
   Tensor sum = zeros({2});
-  for (const Tensor& input : inputs) sum = ops::add(sum, input);
+  for (const Tensor& input : inputs) sum = untracked::add(sum, input);
   return {sum, sum, context_in_scope};
 }
 DISTGRAD_REMOTE(hooked);
@@ -587,12 +588,12 @@ void check_float_values(const WorkerRef& to, const std::string& name) {
 Batch make_batch() {
   Batch batch;
   batch.x = randn({4, 3});
-  batch.y = ops::t(randn({2, 4}, {.dtype = kFloat64}));
+  batch.y = untracked::t(randn({2, 4}, {.dtype = kFloat64}));
   batch.name = std::string("batch\0one", 9);
   batch.stats = {7, {0.5, -1.25}, arange(5)};
   batch.extra = {ones({2}), Tensor(), empty({0, 2})};
-  batch.named = {{"a", scalar_tensor(2.5)}, {"b", ops::gt(randn({3}), 0.0)}};
-  batch.mask = ops::lt(randn({2, 2}), 0.0);
+  batch.named = {{"a", scalar_tensor(2.5)}, {"b", untracked::gt(randn({3}), 0.0)}};
+  batch.mask = untracked::lt(randn({2, 2}), 0.0);
   batch.params = nn::ParamDict({{"w", randn({2, 2})}, {"b", zeros({2})}});
   return batch;
 }
@@ -618,25 +619,25 @@ void check_every_codec(const WorkerRef& to) {
   check_echo<std::string>(to, every_byte, "every byte value");
 
   const Tensor matrix = randn({6, 10});
-  const Tensor transposed = ops::t(randn({3, 5}));
-  const Tensor strided = ops::slice(matrix, 1, 1, 9, 3);
+  const Tensor transposed = untracked::t(randn({3, 5}));
+  const Tensor strided = untracked::slice(matrix, 1, 1, 9, 3);
   require(!transposed.is_contiguous() && !strided.is_contiguous(), "the non-contiguous inputs are contiguous");
   const std::vector<std::pair<Tensor, std::string>> tensors = {
       {randn({3, 4}), "float32"},
       {randn({2, 3, 4}, {.dtype = kFloat64}), "float64"},
       {from_vector<int64_t>({std::numeric_limits<int64_t>::min(), -1, 0, 1, std::numeric_limits<int64_t>::max()}),
        "int64 limits"},
-      {ops::gt(randn({5, 7}), 0.0), "bool"},
+      {untracked::gt(randn({5, 7}), 0.0), "bool"},
       {empty({0}), "empty"},
       {empty({3, 0, 2}, {.dtype = kFloat64}), "empty 3-d"},
       {scalar_tensor(3.25), "0-d float32"},
       {scalar_tensor(-7, {.dtype = kInt64}), "0-d int64"},
       {transposed, "transposed"},
       {strided, "sliced with a step"},
-      {ops::slice(matrix, 0, 2, 5), "sliced at an offset"},
-      {ops::select(matrix, 1, 3), "a column"},
-      {ops::expand(randn({1, 3}), {4, 3}), "expanded (stride 0)"},
-      {ops::t(ops::gt(randn({3, 2}), 0.0)), "transposed bool"},
+      {untracked::slice(matrix, 0, 2, 5), "sliced at an offset"},
+      {untracked::select(matrix, 1, 3), "a column"},
+      {untracked::expand(randn({1, 3}), {4, 3}), "expanded (stride 0)"},
+      {untracked::t(untracked::gt(randn({3, 2}), 0.0)), "transposed bool"},
       {Tensor(), "undefined"},
   };
   for (const auto& [tensor, name] : tensors) {
@@ -676,7 +677,7 @@ void check_every_codec(const WorkerRef& to) {
                             nn::ParamDict({{"fc1.weight", randn({3, 4})},
                                            {"fc1.bias", zeros({3})},
                                            {"bn.num_batches_tracked", scalar_tensor(3, {.dtype = kInt64})},
-                                           {"mask", ops::gt(randn({2}), 0.0)}}),
+                                           {"mask", untracked::gt(randn({2}), 0.0)}}),
                             "ParamDict");
   check_echo<Batch>(to, make_batch(), "DISTGRAD_CODEC struct");
 

@@ -56,7 +56,7 @@ bool socket_calls_on() { return !grpc_only() && switched_on("DISTGRAD_SOCKET_CAL
 
 // The tensor a call with `seed` sends: n float32 values that depend on the seed and the index.
 Tensor pattern(int64_t n, int64_t seed) {
-  return ops::add(arange(0.0, static_cast<double>(n), 1.0), static_cast<double>(seed));
+  return untracked::add(arange(0.0, static_cast<double>(n), 1.0), static_cast<double>(seed));
 }
 
 void require_pattern(const Tensor& tensor, int64_t n, int64_t seed, const std::string& what) {
@@ -78,7 +78,7 @@ DISTGRAD_REMOTE(add_one);
 int64_t plus_one_of(int64_t x) { return rpc_sync(1, &add_one, x); }
 
 // Returns x + 1 (a fresh tensor, so the reply needs a segment of its own).
-Tensor plus_one(Tensor x) { return ops::add(x, 1.0); }
+Tensor plus_one(Tensor x) { return untracked::add(x, 1.0); }
 DISTGRAD_REMOTE(plus_one);
 
 // A fresh tensor of n values for `seed`, made on the callee.
@@ -143,9 +143,9 @@ int echo() {
           }
         }
         // A non-contiguous tensor arrives as its contiguous values.
-        const Tensor wide = ops::reshape(pattern(1 << 16, 0), {256, 256});
-        const Tensor back = rpc_sync(1, &echo_tensor, ops::transpose(wide, 0, 1));
-        require(ops::allclose(back, ops::transpose(wide, 0, 1)), "a transposed tensor came back different");
+        const Tensor wide = untracked::reshape(pattern(1 << 16, 0), {256, 256});
+        const Tensor back = rpc_sync(1, &echo_tensor, untracked::transpose(wide, 0, 1));
+        require(untracked::allclose(back, untracked::transpose(wide, 0, 1)), "a transposed tensor came back different");
         const TransportStats sent = transport_stats();
         const int64_t replied = rpc_sync(1, &shared_tensors_sent);
         say("sent: ", sent.shared_memory_tensors, " tensors through shared memory, ", sent.network_tensors,

@@ -33,7 +33,7 @@ TEST(SharedMemorySegments, AViewSeesTheSentBytesAndKeepsTheSegmentBusyUntilDropp
   ASSERT_TRUE(ref.has_value());
   {
     const Tensor view = receiver.view(*ref, {1 << 16}, kFloat32);
-    EXPECT_TRUE(ops::equal(view, sent));
+    EXPECT_TRUE(untracked::equal(view, sent));
     // While the view lives, the next tensor needs a second segment.
     ASSERT_TRUE(pool.put(floats(1 << 16, 5)).has_value());
     EXPECT_EQ(pool.size().first, 2u);
@@ -43,7 +43,7 @@ TEST(SharedMemorySegments, AViewSeesTheSentBytesAndKeepsTheSegmentBusyUntilDropp
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->inode, ref->inode);
   EXPECT_EQ(pool.size().first, 2u);
-  EXPECT_TRUE(ops::equal(receiver.view(*again, {1 << 16}, kFloat32), floats(1 << 16, 9)));
+  EXPECT_TRUE(untracked::equal(receiver.view(*again, {1 << 16}, kFloat32), floats(1 << 16, 9)));
 }
 
 TEST(SharedMemorySegments, ASegmentIsReceivedOnce) {
@@ -57,10 +57,10 @@ TEST(SharedMemorySegments, ASegmentIsReceivedOnce) {
 TEST(SharedMemorySegments, NonContiguousTensorsArriveAsTheirValues) {
   SendPool pool(size_t{1} << 30);
   PeerSegments receiver(::getpid());
-  const Tensor matrix = ops::reshape(floats(600), {20, 30});
-  const Tensor transposed = ops::transpose(matrix, 0, 1);
+  const Tensor matrix = untracked::reshape(floats(600), {20, 30});
+  const Tensor transposed = untracked::transpose(matrix, 0, 1);
   const Tensor view = receiver.view(*pool.put(transposed), {30, 20}, kFloat32);
-  EXPECT_TRUE(ops::equal(view, ops::contiguous(transposed)));
+  EXPECT_TRUE(untracked::equal(view, untracked::contiguous(transposed)));
 }
 
 TEST(SharedMemorySegments, TheCapSendsTheRestOverTheNetwork) {
@@ -80,7 +80,7 @@ TEST(SharedMemorySegments, AViewOutlivesItsSender) {
     SendPool pool(size_t{1} << 30);
     view = receiver.view(*pool.put(floats(5000, 3)), {5000}, kFloat32);
   }  // the sender's segments are unmapped and closed; the receiver's mapping keeps the memory
-  EXPECT_TRUE(ops::equal(view, floats(5000, 3)));
+  EXPECT_TRUE(untracked::equal(view, floats(5000, 3)));
 }
 
 TEST(SharedMemorySegments, ReferencesThatDoNotMatchAreRefusedNamingWhat) {
@@ -102,7 +102,7 @@ TEST(SharedMemorySegments, ReferencesThatDoNotMatchAreRefusedNamingWhat) {
   zero_ticket.ticket = 0;
   EXPECT_THAT(segment_error([&] { receiver.view(zero_ticket, {1000}, kFloat32); }), HasSubstr("invalid"));
   // None of that consumed the message.
-  EXPECT_TRUE(ops::equal(receiver.view(ref, {1000}, kFloat32), floats(1000)));
+  EXPECT_TRUE(untracked::equal(receiver.view(ref, {1000}, kFloat32), floats(1000)));
 }
 
 // Note [Only our own segments]: a reference to any other file the sender has open is refused
@@ -151,7 +151,7 @@ TEST(SharedMemoryLinks, PeersOnThisHostReadEachOthersSegmentsOthersDoNot) {
   EXPECT_FALSE(links.put(0, floats(10)).has_value());  // below the threshold
   const std::optional<SegmentRef> ref = links.put(0, floats(1000));
   ASSERT_TRUE(ref.has_value());
-  EXPECT_TRUE(ops::equal(links.view(0, *ref, {1000}, kFloat32), floats(1000)));
+  EXPECT_TRUE(untracked::equal(links.view(0, *ref, {1000}, kFloat32), floats(1000)));
   EXPECT_EQ(links.counters().shared_tensors.load(), 1u);
   EXPECT_EQ(links.counters().shared_bytes.load(), 4000u);
   links.set_read_by(1, true);  // ignored: not on this host
