@@ -2,9 +2,61 @@
 
 #include <cmath>
 
-#include "core/ops.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/creation.h"
 
 namespace distgrad::optim {
+
+Tensor adam_update(const AdamOptions& options, bool decoupled_weight_decay, const Tensor& parameter, const Tensor& grad,
+                   AdamState& state) {
+  const auto [beta1, beta2] = options.betas;
+  if (!state.exp_avg.defined()) {
+    const TensorOptions zeros_options{
+        .dtype = parameter.dtype(),
+        .device = parameter.device(),
+        .requires_grad = options.moment_requires_grad && autograd::GradMode::is_enabled()};
+    state.exp_avg = zeros(parameter.sizes(), zeros_options);
+    state.exp_avg_sq = zeros(parameter.sizes(), zeros_options);
+    if (options.amsgrad) state.max_exp_avg_sq = zeros(parameter.sizes(), zeros_options);
+  }
+  const auto step = static_cast<double>(++state.step);
+
+  Tensor p = parameter, g = grad;
+  if (options.weight_decay != 0) {
+    if (decoupled_weight_decay) {
+      p = mul(p, 1 - options.lr * options.weight_decay);
+    } else {
+      g = add(g, mul(p, options.weight_decay));
+    }
+  }
+  // torch's arithmetic: exp_avg.lerp_(g, 1 - beta1), exp_avg_sq * beta2 + (1 - beta2) g^2.
+  state.exp_avg = add(state.exp_avg, mul(sub(g, state.exp_avg), 1 - beta1));
+  state.exp_avg_sq = add(mul(state.exp_avg_sq, beta2), mul(mul(g, g), 1 - beta2));
+  Tensor second_moment = state.exp_avg_sq;
+  if (options.amsgrad) {
+    state.max_exp_avg_sq = maximum(state.max_exp_avg_sq, state.exp_avg_sq);
+    second_moment = state.max_exp_avg_sq;
+  }
+  const double bias_correction2 = 1 - std::pow(beta2, step);
+  if (options.eps_root != 0) second_moment = add(second_moment, options.eps_root * bias_correction2);
+  const double step_size = options.lr / (1 - std::pow(beta1, step));
+  const Tensor denominator = add(div(sqrt(second_moment), std::sqrt(bias_correction2)), options.eps);
+  return sub(p, mul(div(state.exp_avg, denominator), step_size));
+}
+
+namespace detail {
+
+void check_adam_options(const AdamOptions& options, const std::string& optimizer) {
+  check_hyperparameter(options.lr >= 0, optimizer, "lr >= 0", options.lr);
+  check_hyperparameter(options.eps >= 0, optimizer, "eps >= 0", options.eps);
+  check_hyperparameter(options.eps_root >= 0, optimizer, "eps_root >= 0", options.eps_root);
+  check_hyperparameter(options.betas[0] >= 0 && options.betas[0] < 1, optimizer, "0 <= betas[0] < 1", options.betas[0]);
+  check_hyperparameter(options.betas[1] >= 0 && options.betas[1] < 1, optimizer, "0 <= betas[1] < 1", options.betas[1]);
+  check_hyperparameter(options.weight_decay >= 0, optimizer, "weight_decay >= 0", options.weight_decay);
+}
+
+}  // namespace detail
 
 Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
     : Adam("Adam", std::move(parameters), options, /*decoupled_weight_decay=*/false) {}
@@ -13,13 +65,7 @@ Adam::Adam(std::string name, std::vector<Tensor> parameters, const AdamOptions& 
     : Optimizer(std::move(name), std::move(parameters)),
       options_(options),
       decoupled_weight_decay_(decoupled_weight_decay) {
-  detail::check_hyperparameter(options.lr >= 0, this->name(), "lr >= 0", options.lr);
-  detail::check_hyperparameter(options.eps >= 0, this->name(), "eps >= 0", options.eps);
-  detail::check_hyperparameter(options.betas[0] >= 0 && options.betas[0] < 1, this->name(), "0 <= betas[0] < 1",
-                               options.betas[0]);
-  detail::check_hyperparameter(options.betas[1] >= 0 && options.betas[1] < 1, this->name(), "0 <= betas[1] < 1",
-                               options.betas[1]);
-  detail::check_hyperparameter(options.weight_decay >= 0, this->name(), "weight_decay >= 0", options.weight_decay);
+  detail::check_adam_options(options, this->name());
 }
 
 AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
@@ -37,47 +83,18 @@ std::vector<std::string> Adam::state_names() const {
 }
 
 void Adam::update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
-  const auto [beta1, beta2] = options_.betas;
-  if (state.empty()) {
-    state.insert("step", scalar_tensor(0, {.dtype = kInt64}));
-    state.insert("exp_avg", zeros_like(parameter));
-    state.insert("exp_avg_sq", zeros_like(parameter));
-    if (options_.amsgrad) state.insert("max_exp_avg_sq", zeros_like(parameter));
+  AdamState adam;
+  if (!state.empty()) {
+    adam = {.step = state.at("step").item<int64_t>(),
+            .exp_avg = state.at("exp_avg"),
+            .exp_avg_sq = state.at("exp_avg_sq"),
+            .max_exp_avg_sq = options_.amsgrad ? state.at("max_exp_avg_sq") : Tensor()};
   }
-  const Tensor& step_count = state.at("step");
-  const auto step = static_cast<double>(step_count.item<int64_t>() + 1);
-  untracked::fill_(step_count, step);
-
-  Tensor g = grad;
-  if (options_.weight_decay != 0) {
-    if (decoupled_weight_decay_) {
-      untracked::mul_(parameter, 1 - options_.lr * options_.weight_decay);
-    } else {
-      g = untracked::add(g, untracked::mul(parameter, options_.weight_decay));
-    }
-  }
-  const Tensor& exp_avg = state.at("exp_avg");
-  const Tensor& exp_avg_sq = state.at("exp_avg_sq");
-  // The same arithmetic as torch.optim, in place wherever a temporary can be reused: a step
-  // is a handful of passes over each parameter, not one pass and one allocation per operator.
-  const Tensor momentum_step = untracked::sub(g, exp_avg);
-  untracked::add_(exp_avg, untracked::mul_(momentum_step, 1 - beta1));
-  untracked::mul_(exp_avg_sq, beta2);
-  const Tensor square = untracked::mul(g, g);
-  untracked::add_(exp_avg_sq, untracked::mul_(square, 1 - beta2));
-
-  Tensor second_moment = exp_avg_sq;
-  if (options_.amsgrad) {
-    const Tensor& max_exp_avg_sq = state.at("max_exp_avg_sq");
-    untracked::copy_(max_exp_avg_sq, untracked::maximum(max_exp_avg_sq, exp_avg_sq));
-    second_moment = max_exp_avg_sq;
-  }
-  const double step_size = options_.lr / (1 - std::pow(beta1, step));
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, step));
-  const Tensor denominator = untracked::sqrt(second_moment);
-  untracked::add_(untracked::div_(denominator, bias_correction2_sqrt), options_.eps);
-  const Tensor update = untracked::div(exp_avg, denominator);
-  untracked::sub_(parameter, untracked::mul_(update, step_size));
+  copy_(parameter, adam_update(options_, decoupled_weight_decay_, parameter, grad, adam));
+  state.insert("step", scalar_tensor(static_cast<double>(adam.step), {.dtype = kInt64}));
+  state.insert("exp_avg", adam.exp_avg);
+  state.insert("exp_avg_sq", adam.exp_avg_sq);
+  if (options_.amsgrad) state.insert("max_exp_avg_sq", adam.max_exp_avg_sq);
 }
 
 }  // namespace distgrad::optim

@@ -6,9 +6,13 @@
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g^2
 //   v_max = max(v_max, v)                        (amsgrad; v_max replaces v below)
-//   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// The state of each parameter is "step" (int64, 0-dim), "exp_avg" (m), "exp_avg_sq" (v) and,
-// with amsgrad, "max_exp_avg_sq" (v_max), as in torch.
+//   p = p - lr / (1 - beta1^t) * m / (sqrt(v + eps_root (1 - beta2^t)) / sqrt(1 - beta2^t) + eps)
+// eps_root (TorchOpt's, 0 by default as in torch) is sqrt(v / (1 - beta2^t) + eps_root) rewritten
+// so that without it the arithmetic is torch.optim.Adam's, operation for operation. The state of
+// each parameter is "step" (int64, 0-dim), "exp_avg" (m), "exp_avg_sq" (v) and, with amsgrad,
+// "max_exp_avg_sq" (v_max), as in torch. The rule is written once, in adam_update below: Adam
+// runs it with grad mode off and copies the result into the parameter; MetaAdam
+// (optim/meta_adam.h) runs it recorded.
 //
 //   dg::optim::Adam adam(net.parameters(), 1e-3);
 //   dg::optim::AdamW adamw(net.parameters(), {.lr = 1e-3, .weight_decay = 0.05, .amsgrad = true});
@@ -16,6 +20,7 @@
 
 #include <array>
 #include <concepts>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,8 +33,13 @@ struct AdamOptions {
   double lr = 1e-3;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
+  // Added to the second moment inside the square root (TorchOpt's): keeps a meta-gradient
+  // through the step finite where v is zero.
+  double eps_root = 0;
   double weight_decay = 0;
   bool amsgrad = false;
+  // MetaAdam: the moments start as zero leaves that require grad (TorchOpt's default).
+  bool moment_requires_grad = true;
 };
 
 // AdamOptions with AdamW's default weight decay.
@@ -40,6 +50,25 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
 };
+
+// One parameter's Adam state: its step count and moment estimates (undefined before its first
+// step; max_exp_avg_sq only with amsgrad).
+struct AdamState {
+  int64_t step = 0;
+  Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
+};
+
+// Adam's update of one parameter, the rule that Adam, AdamW and MetaAdam run: returns the new
+// value of `parameter` and advances `state`. With `decoupled_weight_decay` (AdamW) the decay
+// scales the parameter instead of adding to the gradient. Built from distgrad's ops: recorded
+// with grad mode on (MetaAdam), plain tensors with it off (Adam).
+Tensor adam_update(const AdamOptions& options, bool decoupled_weight_decay, const Tensor& parameter, const Tensor& grad,
+                   AdamState& state);
+
+namespace detail {
+// Checks Adam's hyper-parameters for `optimizer` ("Adam", "MetaAdam", ...); errors name it.
+void check_adam_options(const AdamOptions& options, const std::string& optimizer);
+}  // namespace detail
 
 class Adam : public Optimizer {
  public:

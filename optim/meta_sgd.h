@@ -6,7 +6,8 @@
 //   b = g at the first step, else momentum * b + (1 - dampening) * g     (when momentum != 0)
 //   g = g + momentum * b if nesterov, else b                              (when momentum != 0)
 //   p' = p - lr * g
-// These are torch.optim.SGD's formulas; the momentum buffer b is differentiable state.
+// These are torch.optim.SGD's formulas, written once in sgd_update (optim/sgd.h), which SGD runs
+// in place; here it is recorded, and the momentum buffer b is differentiable state.
 //
 //   dg::optim::MetaSGD inner(params, 0.01);
 //   dg::optim::MetaSGD with_momentum(params, {.lr = 0.01, .momentum = 0.9, .nesterov = true});
@@ -18,33 +19,25 @@
 #include <vector>
 
 #include "optim/meta_optimizer.h"
+#include "optim/sgd.h"
 
 namespace distgrad::optim {
 
-struct MetaSGDOptions {
-  double lr = 1e-3;
-  double momentum = 0;
-  double dampening = 0;
-  double weight_decay = 0;
-  // Requires momentum > 0 and dampening == 0.
-  bool nesterov = false;
-};
-
 class MetaSGD : public MetaOptimizer {
  public:
-  MetaSGD(nn::ParamDict params, const MetaSGDOptions& options);
+  MetaSGD(nn::ParamDict params, const SGDOptions& options);
   // MetaSGD(params, 0.01): the learning rate alone (a template, so that `MetaSGD(params, {})`
   // means default options rather than lr = 0).
   template <std::convertible_to<double> Lr>
-  MetaSGD(nn::ParamDict params, Lr lr) : MetaSGD(std::move(params), MetaSGDOptions{.lr = static_cast<double>(lr)}) {}
+  MetaSGD(nn::ParamDict params, Lr lr) : MetaSGD(std::move(params), SGDOptions{.lr = static_cast<double>(lr)}) {}
 
-  const MetaSGDOptions& options() const { return options_; }
+  const SGDOptions& options() const { return options_; }
 
  protected:
   Tensor update(size_t index, const Tensor& parameter, const Tensor& grad) override;
 
  private:
-  MetaSGDOptions options_;
+  SGDOptions options_;
   std::vector<Tensor> momentum_buffers_;  // per optimized entry; undefined before its first update
 };
 

@@ -1,17 +1,40 @@
 #include "optim/sgd.h"
 
-#include "core/ops.h"
+#include "autograd/ops.h"
 
 namespace distgrad::optim {
 
-SGD::SGD(std::vector<Tensor> parameters, const SGDOptions& options)
-    : Optimizer("SGD", std::move(parameters)), options_(options) {
-  detail::check_hyperparameter(options.lr >= 0, name(), "lr >= 0", options.lr);
-  detail::check_hyperparameter(options.momentum >= 0, name(), "momentum >= 0", options.momentum);
-  detail::check_hyperparameter(options.weight_decay >= 0, name(), "weight_decay >= 0", options.weight_decay);
-  DISTGRAD_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0), name(),
+Tensor sgd_update(const SGDOptions& options, const Tensor& parameter, const Tensor& grad, Tensor& momentum_buffer) {
+  Tensor direction = grad;
+  if (options.weight_decay != 0) direction = add(direction, mul(parameter, options.weight_decay));
+  if (options.momentum != 0) {
+    if (!momentum_buffer.defined()) {
+      momentum_buffer = direction;
+    } else {
+      const Tensor damped = options.dampening == 0 ? direction : mul(direction, 1 - options.dampening);
+      momentum_buffer = add(mul(momentum_buffer, options.momentum), damped);
+    }
+    direction = options.nesterov ? add(direction, mul(momentum_buffer, options.momentum)) : momentum_buffer;
+  }
+  return sub(parameter, mul(direction, options.lr));
+}
+
+namespace detail {
+
+void check_sgd_options(const SGDOptions& options, const std::string& optimizer) {
+  check_hyperparameter(options.lr >= 0, optimizer, "lr >= 0", options.lr);
+  check_hyperparameter(options.momentum >= 0, optimizer, "momentum >= 0", options.momentum);
+  check_hyperparameter(options.weight_decay >= 0, optimizer, "weight_decay >= 0", options.weight_decay);
+  DISTGRAD_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0), optimizer,
                  ": Nesterov momentum requires a momentum > 0 and zero dampening, found momentum ", options.momentum,
                  " and dampening ", options.dampening);
+}
+
+}  // namespace detail
+
+SGD::SGD(std::vector<Tensor> parameters, const SGDOptions& options)
+    : Optimizer("SGD", std::move(parameters)), options_(options) {
+  detail::check_sgd_options(options, name());
 }
 
 std::vector<std::string> SGD::state_names() const {
@@ -20,21 +43,11 @@ std::vector<std::string> SGD::state_names() const {
 }
 
 void SGD::update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
-  Tensor direction = grad;
-  if (options_.weight_decay != 0)
-    direction = untracked::add(direction, untracked::mul(parameter, options_.weight_decay));
-  if (options_.momentum != 0) {
-    const Tensor* buffer = state.find("momentum_buffer");
-    if (buffer == nullptr) {
-      state.insert("momentum_buffer", untracked::clone(direction));
-      buffer = state.find("momentum_buffer");
-    } else {
-      untracked::mul_(*buffer, options_.momentum);
-      untracked::add_(*buffer, untracked::mul(direction, 1 - options_.dampening));
-    }
-    direction = options_.nesterov ? untracked::add(direction, untracked::mul(*buffer, options_.momentum)) : *buffer;
-  }
-  untracked::sub_(parameter, untracked::mul(direction, options_.lr));
+  const Tensor* stored = state.find("momentum_buffer");
+  Tensor buffer = stored == nullptr ? Tensor() : *stored;
+  copy_(parameter, sgd_update(options_, parameter, grad, buffer));
+  // The first buffer is the gradient (or a tensor made from it): the state keeps its own copy.
+  if (options_.momentum != 0) state.insert("momentum_buffer", stored == nullptr ? clone(buffer) : buffer);
 }
 
 }  // namespace distgrad::optim

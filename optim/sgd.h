@@ -7,6 +7,8 @@
 //   g = g + momentum * b if nesterov, else b                              (when momentum != 0)
 //   p = p - lr * g
 // The state of each parameter is its momentum buffer b ("momentum_buffer"), when momentum != 0.
+// The rule is written once, in sgd_update below: SGD runs it with grad mode off and copies the
+// result into the parameter; MetaSGD (optim/meta_sgd.h) runs it recorded.
 //
 //   dg::optim::SGD sgd(net.parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
 //   dg::optim::SGD plain(net.parameters(), 0.01);
@@ -28,6 +30,17 @@ struct SGDOptions {
   // Requires momentum > 0 and dampening == 0.
   bool nesterov = false;
 };
+
+// SGD's update of one parameter, the rule that SGD and MetaSGD both run: returns the new value
+// of `parameter` and replaces `momentum_buffer` (undefined before the first step; left alone
+// without momentum) by its new value. Built from distgrad's ops: recorded with grad mode on
+// (MetaSGD), plain tensors with it off (SGD). The first buffer may be `grad` itself.
+Tensor sgd_update(const SGDOptions& options, const Tensor& parameter, const Tensor& grad, Tensor& momentum_buffer);
+
+namespace detail {
+// Checks SGD's hyper-parameters for `optimizer` ("SGD", "MetaSGD"); errors name it.
+void check_sgd_options(const SGDOptions& options, const std::string& optimizer);
+}  // namespace detail
 
 class SGD : public Optimizer {
  public:

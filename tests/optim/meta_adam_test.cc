@@ -64,7 +64,7 @@ struct LinearRun {
   std::pair<std::vector<double>, std::vector<double>> meta_gradient;  // d query loss / d (w0, b0)
 };
 
-LinearRun linear_run(const MetaAdamOptions& options) {
+LinearRun linear_run(const AdamOptions& options) {
   const Tensor w0 = leaf({0.3, -0.7}, {2});
   const Tensor b0 = leaf({0.2}, {1});
   MetaAdam inner(nn::ParamDict{{"w", w0}, {"b", b0}}, options);
@@ -92,7 +92,7 @@ void expect_run(const LinearRun& run, const LinearRun& expected, double toleranc
 
 struct TorchoptCase {
   const char* name;
-  MetaAdamOptions options;
+  AdamOptions options;
   LinearRun expected;
 };
 
@@ -155,7 +155,7 @@ TEST(MetaAdam, MomentRequiresGradDoesNotChangeTheResults) {
   EXPECT_EQ(with.meta_gradient, without.meta_gradient);
 }
 
-autograd::DifferentiableFunction two_inner_steps(MetaAdamOptions options) {
+autograd::DifferentiableFunction two_inner_steps(AdamOptions options) {
   return [options](const TensorList& x) {
     MetaAdam inner(nn::ParamDict{{"w", x[0]}, {"b", x[1]}}, options);
     for (int i = 0; i < 2; ++i) inner.step(support_loss(inner.params()));
@@ -189,7 +189,7 @@ TEST(MetaAdam, StepCountsArePerParameter) {
 
 TEST(MetaAdam, Defaults) {
   const nn::ParamDict params{{"w", leaf({1.0}, {1})}};
-  const MetaAdamOptions options = MetaAdam(params, {}).options();
+  const AdamOptions options = MetaAdam(params, {}).options();
   EXPECT_EQ(options.lr, 1e-3);
   EXPECT_EQ(options.betas[0], 0.9);
   EXPECT_EQ(options.betas[1], 0.999);

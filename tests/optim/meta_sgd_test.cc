@@ -34,7 +34,7 @@ struct ScalarRun {
   double p1, p2, meta_gradient;  // p after each inner step; d outer / d p0
 };
 
-ScalarRun scalar_run(const MetaSGDOptions& options) {
+ScalarRun scalar_run(const SGDOptions& options) {
   const Tensor p0 = leaf({1.0}, {1});
   MetaSGD inner(nn::ParamDict{{"p", p0}}, options);
   auto inner_loss = [](const nn::ParamDict& p) { return sum(mul(pow(sub(p.at("p"), 3.0), 2.0), 0.5)); };
@@ -98,7 +98,7 @@ struct LinearRun {
   std::pair<std::vector<double>, std::vector<double>> meta_gradient;  // d query loss / d (w0, b0)
 };
 
-LinearRun linear_run(const MetaSGDOptions& options) {
+LinearRun linear_run(const SGDOptions& options) {
   const Tensor w0 = leaf({0.3, -0.7}, {2});
   const Tensor b0 = leaf({0.2}, {1});
   MetaSGD inner(nn::ParamDict{{"w", w0}, {"b", b0}}, options);
@@ -116,7 +116,7 @@ LinearRun linear_run(const MetaSGDOptions& options) {
 
 struct TorchoptCase {
   const char* name;
-  MetaSGDOptions options;
+  SGDOptions options;
   LinearRun expected;
 };
 
@@ -166,7 +166,7 @@ TEST(MetaSGD, MatchesTorchopt) {
 }
 
 // initial (w, b) -> query loss after two inner steps, for gradcheck.
-autograd::DifferentiableFunction two_inner_steps(MetaSGDOptions options) {
+autograd::DifferentiableFunction two_inner_steps(SGDOptions options) {
   return [options](const TensorList& x) {
     MetaSGD inner(nn::ParamDict{{"w", x[0]}, {"b", x[1]}}, options);
     for (int i = 0; i < 2; ++i) inner.step(support_loss(inner.params()));
@@ -175,10 +175,9 @@ autograd::DifferentiableFunction two_inner_steps(MetaSGDOptions options) {
 }
 
 TEST(MetaSGD, GradcheckThroughTwoInnerSteps) {
-  for (const MetaSGDOptions& options :
-       {MetaSGDOptions{.lr = 0.1}, MetaSGDOptions{.lr = 0.1, .momentum = 0.9},
-        MetaSGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true},
-        MetaSGDOptions{.lr = 0.1, .momentum = 0.5, .dampening = 0.3, .weight_decay = 0.2}}) {
+  for (const SGDOptions& options : {SGDOptions{.lr = 0.1}, SGDOptions{.lr = 0.1, .momentum = 0.9},
+                                    SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true},
+                                    SGDOptions{.lr = 0.1, .momentum = 0.5, .dampening = 0.3, .weight_decay = 0.2}}) {
     SCOPED_TRACE(::testing::Message() << "momentum " << options.momentum << " nesterov " << options.nesterov);
     EXPECT_TRUE(autograd::gradcheck(two_inner_steps(options), {leaf({0.3, -0.7}, {2}), leaf({0.2}, {1})}));
   }
