@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include "distgrad.h"
@@ -40,13 +41,18 @@ Options parse(int argc, char** argv) {
       std::exit(2);
     }
     const std::string value = argv[++i];
-    if (flag == "--steps") options.steps = std::stoi(value);
-    else if (flag == "--hidden") options.hidden = std::stoll(value);
-    else if (flag == "--lr") options.lr = std::stod(value);
-    else if (flag == "--seed") options.seed = std::stoull(value);
-    else if (flag == "--max_mse") options.max_mse = std::stod(value);
-    else {
-      std::cerr << "sine_regression: unknown flag " << flag << " (try --help)\n";
+    try {
+      if (flag == "--steps") options.steps = std::stoi(value);
+      else if (flag == "--hidden") options.hidden = std::stoll(value);
+      else if (flag == "--lr") options.lr = std::stod(value);
+      else if (flag == "--seed") options.seed = std::stoull(value);
+      else if (flag == "--max_mse") options.max_mse = std::stod(value);
+      else {
+        std::cerr << "sine_regression: unknown flag " << flag << " (try --help)\n";
+        std::exit(2);
+      }
+    } catch (const std::logic_error&) {  // std::invalid_argument, std::out_of_range
+      std::cerr << "sine_regression: " << flag << " expects a number, found '" << value << "'\n";
       std::exit(2);
     }
   }
