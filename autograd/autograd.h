@@ -25,22 +25,22 @@ namespace distgrad::autograd {
 struct BackwardOptions {
   // The outputs' gradients, one per output; empty, or an undefined one, means ones for a
   // one-element output.
-  TensorList grad_outputs;
+  TensorList grad_outputs = {};
   // Keep the graph's saved tensors for another pass (default: create_graph).
-  std::optional<bool> retain_graph;
+  std::optional<bool> retain_graph = std::nullopt;
   // Record the gradients' own computation, so that they can be differentiated again.
   bool create_graph = false;
   // Accumulate into these tensors only (leaves or not); empty: every leaf.
-  TensorList inputs;
+  TensorList inputs = {};
 };
 
 // grad()'s optional arguments (torch.autograd.grad's keywords).
 struct GradOptions {
   // The outputs' gradients, one per output; empty, or an undefined one, means ones for a
   // one-element output.
-  TensorList grad_outputs;
+  TensorList grad_outputs = {};
   // Keep the graph's saved tensors for another pass (default: create_graph).
-  std::optional<bool> retain_graph;
+  std::optional<bool> retain_graph = std::nullopt;
   // Record the gradients' own computation, so that they can be differentiated again.
   bool create_graph = false;
   // An input the outputs do not depend on gets an undefined tensor instead of an error.

@@ -104,7 +104,7 @@ struct ContextDebugInfo {
   // RecvBackward nodes: messages to this process that carried tensors requiring grad.
   size_t num_recv_functions = 0;
   // The ranks this process's calls in the context reached, ascending.
-  std::vector<int> known_workers;
+  std::vector<int> known_workers = {};
   // This process's leaves with a gradient accumulated in the context.
   size_t num_gradients = 0;
 };
@@ -113,7 +113,7 @@ struct ContextDebugInfo {
 // (torch.distributed.autograd._get_debug_info()). Released contexts are gone from it.
 struct DebugInfo {
   size_t num_autograd_contexts = 0;
-  std::vector<ContextDebugInfo> contexts;  // ascending id
+  std::vector<ContextDebugInfo> contexts = {};  // ascending id
 
   // The context `id`, or null when it is not (or no longer) in this process.
   const ContextDebugInfo* find(int64_t id) const;
