@@ -23,6 +23,7 @@
 #include "dist_autograd/init_rpc.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
+#include "nn/clip_grad.h"
 #include "nn/conv2d.h"
 #include "nn/flatten.h"
 #include "nn/functional_call.h"
