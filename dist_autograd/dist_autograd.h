@@ -117,7 +117,7 @@ struct DebugInfo {
 
   // The context `id`, or null when it is not (or no longer) in this process.
   const ContextDebugInfo* find(int64_t id) const;
-  // "2 contexts; context 1: 3 sends, 1 recv, workers [1, 2], 2 gradients; context 7: ...".
+  // "2 contexts; context 1: 3 sends, 2 recvs, workers [1, 2], 2 gradients; context 7: ...".
   std::string str() const;
 };
 DebugInfo get_debug_info();

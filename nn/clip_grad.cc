@@ -39,10 +39,12 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   std::vector<Tensor> norms;
   for (const Tensor& grad : grads) norms.push_back(to(to(norm(grad, norm_type), dtype), device));
   const Tensor total = norm(stack(norms), norm_type);
-  const double total_value = total.item<double>();
-  DISTGRAD_CHECK(!error_if_nonfinite || std::isfinite(total_value), "clip_grad_norm_: the total norm of order ",
-                 norm_type, " of the gradients is ", total_value,
-                 ", which cannot be clipped; with error_if_nonfinite = false the gradients are scaled by it anyway");
+  if (error_if_nonfinite) {  // reading the total waits for the device: only when asked, as PyTorch
+    const double total_value = total.item<double>();
+    DISTGRAD_CHECK(std::isfinite(total_value), "clip_grad_norm_: the total norm of order ", norm_type,
+                   " of the gradients is ", total_value,
+                   ", which cannot be clipped; with error_if_nonfinite = false the gradients are scaled by it anyway");
+  }
   const Tensor coefficient = clamp(div(max_norm, add(total, 1e-6)), std::nullopt, 1.0);
   for (const Tensor& grad : grads) mul_(grad, to(to(coefficient, grad.dtype()), grad.device()));
   return total;

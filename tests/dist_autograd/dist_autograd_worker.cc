@@ -729,6 +729,8 @@ int debug_info_and_backward_by_id() {
                 here->known_workers == std::vector<int>{1} && here->num_gradients == 0,
             "after one call to worker1 the driver's debug info is ", info.str(),
             ", expected 1 send, 1 recv, workers [1], 0 gradients");
+    const std::string line = "context " + std::to_string(ctx.id()) + ": 1 sends, 1 recvs, workers [1], 0 gradients";
+    require(info.str().find(line) != std::string::npos, "the debug info's line is ", info.str(), ", expected ", line);
     const std::vector<int64_t> there = ask(1, &context_counts, ctx.id());
     require(there == std::vector<int64_t>{1, 1, 0}, "worker1's context holds ", there.size() < 2 ? -1 : there[0],
             " sends and ", there.size() < 2 ? -1 : there[1], " recvs, expected 1 and 1 and to know worker0");
@@ -760,6 +762,15 @@ int debug_info_and_backward_by_id() {
     }
     require(error.find("create_graph across workers is not supported yet") != std::string::npos,
             "a distributed grad with create_graph said: ", error);
+    error.clear();
+    try {
+      backward(ctx, {d.sum()}, {.grad_outputs = {ones_like(d.sum())}});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    require(error.find("backward: a distributed pass starts from one-element roots with gradient 1; 1 grad_outputs "
+                       "were given") != std::string::npos,
+            "a distributed backward with grad_outputs said: ", error);
     say("debug info and backward by id: counts match on both sides; passes by id from worker2 and the driver "
         "gave the reference gradients");
   });

@@ -68,6 +68,14 @@ TEST(ClipGradNorm, ANonFiniteTotalIsAnErrorOnlyWhenAsked) {
   EXPECT_ERROR_CONTAINS(nn::clip_grad_norm_({a}, 1, 0), "expected norm_type > 0");
 }
 
+TEST(ClipGradNorm, AnIntegerGradientIsAnErrorNamingItsParameter) {
+  const Tensor counts = zeros({2}, {.dtype = kInt64});
+  counts.set_grad(zeros({2}, {.dtype = kInt64}));
+  EXPECT_ERROR_CONTAINS(nn::clip_grad_norm_({with_grad({1}), counts}, 1),
+                        "clip_grad_norm_: parameter 1's gradient is a int64 tensor",
+                        "expected a floating-point tensor");
+}
+
 TEST(ClipGradValue, ClampsEveryElement) {
   const Tensor a = with_grad({-3, 0.5, 7}), without = zeros({1}).requires_grad_();
   nn::clip_grad_value_({a, without}, 1);
