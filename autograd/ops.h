@@ -52,6 +52,7 @@ Tensor neg(const Tensor& t);
 Tensor abs(const Tensor& t);
 Tensor sign(const Tensor& t);
 Tensor exp(const Tensor& t);
+Tensor expm1(const Tensor& t);
 Tensor log(const Tensor& t);
 Tensor log1p(const Tensor& t);
 Tensor sqrt(const Tensor& t);
@@ -64,6 +65,20 @@ Tensor relu(const Tensor& t);
 // ReLU's backward from its output (differentiable in grad, for double backward).
 Tensor relu_backward(const Tensor& grad, const Tensor& result);
 Tensor gelu(const Tensor& t);
+// torch.nn.functional's activations, composed of the ops above with PyTorch's formulas (floating
+// tensors only):
+//   silu(x) = x * sigmoid(x)
+//   leaky_relu(x) = x where x > 0, else negative_slope * x
+//   elu(x) = x where x > 0, else alpha * expm1(x)
+//   softplus(x) = log1p(exp(beta * x)) / beta, or x where beta * x > threshold
+//   logsigmoid(x) = min(x, 0) - log1p(exp(-|x|))  (log(sigmoid(x)), stable for any x)
+//   hardtanh(x) = clamp(x, min_val, max_val), gradient 0 at the bounds; min_val < max_val
+Tensor silu(const Tensor& t);
+Tensor leaky_relu(const Tensor& t, double negative_slope = 0.01);
+Tensor elu(const Tensor& t, double alpha = 1.0);
+Tensor softplus(const Tensor& t, double beta = 1.0, double threshold = 20.0);
+Tensor logsigmoid(const Tensor& t);
+Tensor hardtanh(const Tensor& t, double min_val = -1.0, double max_val = 1.0);
 Tensor erf(const Tensor& t);
 // The gradient is passed where min <= t <= max, zero elsewhere.
 Tensor clamp(const Tensor& t, std::optional<double> min, std::optional<double> max);
@@ -173,6 +188,15 @@ Tensor max(const Tensor& t);
 ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& t);
 ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim = false);
+// The largest / smallest value over dims (all when empty), torch.amax / amin: the gradient is
+// split equally among the elements equal to it.
+Tensor amax(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+// The product of every element, or along one dim (torch.prod); exact gradients with zeros too.
+Tensor prod(const Tensor& t);
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim = false);
+// Running sums along dim (torch.cumsum); bool and int64 give int64.
+Tensor cumsum(const Tensor& t, int64_t dim);
 Tensor argmax(const Tensor& t);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& t);

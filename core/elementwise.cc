@@ -132,6 +132,7 @@ Tensor neg(const Tensor& t) { return unary_op(UnaryOp::kNeg, "neg", t); }
 Tensor abs(const Tensor& t) { return unary_op(UnaryOp::kAbs, "abs", t); }
 Tensor sign(const Tensor& t) { return unary_op(UnaryOp::kSign, "sign", t); }
 Tensor exp(const Tensor& t) { return unary_op(UnaryOp::kExp, "exp", t); }
+Tensor expm1(const Tensor& t) { return unary_op(UnaryOp::kExpm1, "expm1", t); }
 Tensor log(const Tensor& t) { return unary_op(UnaryOp::kLog, "log", t); }
 Tensor log1p(const Tensor& t) { return unary_op(UnaryOp::kLog1p, "log1p", t); }
 Tensor sqrt(const Tensor& t) { return unary_op(UnaryOp::kSqrt, "sqrt", t); }

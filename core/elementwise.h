@@ -37,6 +37,8 @@ Tensor neg(const Tensor& t);
 Tensor abs(const Tensor& t);
 Tensor sign(const Tensor& t);
 Tensor exp(const Tensor& t);
+// exp(t) - 1, accurate near 0.
+Tensor expm1(const Tensor& t);
 Tensor log(const Tensor& t);
 Tensor log1p(const Tensor& t);
 Tensor sqrt(const Tensor& t);

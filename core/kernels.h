@@ -22,7 +22,7 @@ namespace distgrad::kernels {
 
 // clang-format off
 enum class UnaryOp {
-  kNeg, kAbs, kSign, kExp, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kErf,
+  kNeg, kAbs, kSign, kExp, kExpm1, kLog, kLog1p, kSqrt, kRsqrt, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kErf,
   kClamp, kLogicalNot,
 };
 
@@ -109,6 +109,10 @@ struct DeviceKernels {
   void (*reduce_products)(const Tensor& values, const Tensor& a, const Tensor& b, int64_t outer, int64_t reduced,
                           int64_t inner);
   void (*gemm)(const GemmArgs& args);
+  // Running sums along the middle dimension of contiguous `in` and `out`, read as [outer, length,
+  // inner]: out[o, i, j] = in[o, 0, j] + ... + in[o, i, j], added in that order; with `reverse`
+  // from the end instead (in[o, i, j] + ... + in[o, length - 1, j], cumsum's adjoint).
+  void (*cumsum)(const Tensor& out, const Tensor& in, int64_t outer, int64_t length, int64_t inner, bool reverse);
   // out[o, j, i] = in[o, index[j], i] with `in` contiguous as [outer, dim_size, inner] and
   // out contiguous as [outer, index.numel(), inner]; indices were bounds-checked.
   void (*index_select)(const Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t dim_size,

@@ -20,6 +20,15 @@ int64_t window_output_size(int64_t input, int64_t kernel, int64_t stride, int64_
   return span < 0 ? 0 : span / stride + 1;
 }
 
+// Output length with ceil_mode: a last, partial window is kept when it starts inside the input
+// or its left padding (PyTorch's rule); the window is known to fit at least once.
+int64_t ceil_mode_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {
+  const int64_t span = input + 2 * padding - dilation * (kernel - 1) - 1;
+  int64_t size = (span + stride - 1) / stride + 1;
+  if ((size - 1) * stride >= input + padding) --size;
+  return size;
+}
+
 // An NCHW view of `input` (CHW input gets a batch of 1); `unbatched` says which it was.
 Tensor as_batched(const char* op, const Tensor& input, bool& unbatched) {
   detail::check_floating(op, input);
@@ -90,9 +99,14 @@ kernels::Window2d pool_window(const char* op, const Shape& input_sizes, const Po
                    options.padding[1], "] must be at most half the kernel size [", options.kernel_size[0], ", ",
                    options.kernel_size[1], "]");
   }
-  return make_window(
+  kernels::Window2d w = make_window(
       op, "input", input_sizes,
       {.kernel_size = options.kernel_size, .stride = stride, .padding = options.padding, .dilation = dilation});
+  if (options.ceil_mode) {
+    w.out_h = ceil_mode_output_size(w.height, w.kernel_h, w.stride_h, w.pad_h, w.dilation_h);
+    w.out_w = ceil_mode_output_size(w.width, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w);
+  }
+  return w;
 }
 
 Tensor unbatch(const Tensor& t, bool unbatched) { return unbatched ? squeeze(t, 0) : t; }
@@ -120,6 +134,8 @@ int64_t images_per_chunk(const Tensor& x, const kernels::Window2d& w, int64_t im
 // `input_sizes` (as given, perhaps unbatched) and the weight's for errors.
 kernels::Window2d conv_window(const char* op, const Shape& sizes, const Shape& input_sizes, const Shape& weight_sizes,
                               const Conv2dOptions& options) {
+  DISTGRAD_CHECK(options.groups == 1, op, ": expected groups = 1 (distgrad::conv2d composes grouped convolutions), ",
+                 "found groups = ", options.groups);
   DISTGRAD_CHECK(weight_sizes.size() == 4 && weight_sizes[1] == sizes[1], op, ": expected weight of shape [O, ",
                  sizes[1], ", kh, kw] for input of shape ", shape_str(input_sizes), ", found ",
                  shape_str(weight_sizes));
@@ -590,6 +606,7 @@ Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
   const Tensor x = contiguous(as_batched("avg_pool2d", input, unbatched));
   DISTGRAD_CHECK(options.dilation[0] == 1 && options.dilation[1] == 1, "avg_pool2d: dilation is not supported ",
                  "(as in PyTorch), found [", options.dilation[0], ", ", options.dilation[1], "]");
+  DISTGRAD_CHECK(!options.ceil_mode, "avg_pool2d: ceil_mode is not supported (max_pool2d has it)");
   const kernels::Window2d w = pool_window("avg_pool2d", x.sizes(), options, {1, 1});
   Tensor out = empty({w.batch, w.channels, w.out_h, w.out_w}, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) kernels::kernels_for(x.device()).avg_pool2d(out, x, w, options.count_include_pad);

@@ -18,6 +18,10 @@ struct Conv2dOptions {
   std::array<int64_t, 2> stride{1, 1};
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};
+  // Input and output channels split into this many groups, each convolved with its own filters
+  // (weight [O, C / groups, kh, kw]); groups = C is a depthwise convolution. The kernels here
+  // take groups = 1; distgrad::conv2d composes the others.
+  int64_t groups = 1;
 };
 // Which of conv2d's gradients conv2d_backward computes.
 struct Conv2dGradsNeeded {
@@ -38,6 +42,9 @@ struct Pool2dOptions {
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};  // max_pool2d only
   bool count_include_pad = true;          // avg_pool2d only
+  // max_pool2d only: the output size rounded up, so that a last partial window counts (one that
+  // would start in the right padding does not), as PyTorch's ceil_mode.
+  bool ceil_mode = false;
 };
 
 namespace untracked {

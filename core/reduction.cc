@@ -213,6 +213,38 @@ ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
   return run_reduction(ReduceOp::kMin, t, {dim}, keepdim, true, "min");
 }
 
+Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
+  check_orderable(t, "amax");
+  return run_reduction(ReduceOp::kMax, t, dims, keepdim, false, "amax").values;
+}
+
+Tensor amin(const Tensor& t, const Shape& dims, bool keepdim) {
+  check_orderable(t, "amin");
+  return run_reduction(ReduceOp::kMin, t, dims, keepdim, false, "amin").values;
+}
+
+Tensor prod(const Tensor& t) {
+  return run_reduction(ReduceOp::kProd, numeric(t, "prod"), {}, false, false, "prod").values;
+}
+
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim) {
+  return run_reduction(ReduceOp::kProd, numeric(t, "prod"), {dim}, keepdim, false, "prod").values;
+}
+
+Tensor cumsum(const Tensor& t, int64_t dim, bool reverse) {
+  const Tensor input = contiguous(numeric(t, "cumsum"));
+  const int64_t ndim = input.dim();
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(ndim, 1), "cumsum");  // 0 or -1 for a 0-dim tensor
+  Tensor result = empty(input.sizes(), {.dtype = input.dtype(), .device = input.device()});
+  if (input.numel() == 0) return result;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= input.size(i);
+  for (int64_t i = d + 1; i < ndim; ++i) inner *= input.size(i);
+  const int64_t length = ndim == 0 ? 1 : input.size(d);
+  kernels::kernels_for(input.device()).cumsum(result, input, outer, length, inner, reverse);
+  return result;
+}
+
 Tensor argmax(const Tensor& t) {
   check_orderable(t, "argmax");
   return run_reduction(ReduceOp::kMax, reshape(t, {-1}), {0}, false, true, "argmax").indices;

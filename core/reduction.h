@@ -1,7 +1,7 @@
 // Reductions over all dims or the given ones, with keepdim, and the softmax family.
 //
-// `dims` empty means every dim. Sums of float32 accumulate in float64. sum of bool or int64
-// gives int64; mean, var, std, logsumexp, softmax and norm need a floating dtype.
+// `dims` empty means every dim. Sums of float32 accumulate in float64. sum, prod and cumsum of bool
+// or int64 give int64; mean, var, std, logsumexp, softmax and norm need a floating dtype.
 //
 //   Tensor total = untracked::sum(x);                          // 0-dim
 //   Tensor rows  = untracked::mean(x, {1}, /*keepdim=*/true);  // [m, 1]
@@ -35,6 +35,15 @@ Tensor max(const Tensor& t);
 ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& t);
 ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim = false);
+// The largest / smallest value over `dims` (every dim when empty), without indices (torch.amax).
+Tensor amax(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& t, const Shape& dims = {}, bool keepdim = false);
+// The product of every element (0-dim), or along one dim; of bool or int64, in int64.
+Tensor prod(const Tensor& t);
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim = false);
+// Running sums along `dim` (torch.cumsum), of bool or int64 in int64; with `reverse`, from the
+// end: out[i] = t[i] + ... + t[n - 1] (the adjoint of cumsum).
+Tensor cumsum(const Tensor& t, int64_t dim, bool reverse = false);
 // Index into the flattened tensor (0-dim int64), or along one dim.
 Tensor argmax(const Tensor& t);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);

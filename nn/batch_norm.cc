@@ -1,11 +1,43 @@
 #include "nn/batch_norm.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
 
 namespace distgrad::nn {
+namespace {
+
+// (input - mean) / sqrt(var + eps) * weight + bias with per-channel (dim 1) mean and var [C], as
+// x * scale + shift with the per-channel scale = weight / sqrt(var + eps) and shift = bias - mean
+// * scale (as PyTorch's CPU kernel): two full-size ops instead of four. weight and bias may be
+// undefined (ones and zeros).
+Tensor normalized_with(const Tensor& input, const Tensor& mean, const Tensor& var, const Tensor& weight,
+                       const Tensor& bias, double eps) {
+  Shape channel_shape(input.dim(), 1);
+  channel_shape[1] = input.size(1);
+  const Tensor centre = reshape(mean, channel_shape);
+  Tensor scale = rsqrt(reshape(var, channel_shape) + eps);
+  if (weight.defined()) scale = scale * reshape(weight, channel_shape);
+  const Tensor shift = bias.defined() ? reshape(bias, channel_shape) - centre * scale : -(centre * scale);
+  return input * scale + shift;
+}
+
+// Moves the running statistics towards the batch's mean and unbiased variance (from its biased
+// `batch_var` over `count` values) by `factor`, in place.
+void move_running_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& batch_mean,
+                        const Tensor& batch_var, int64_t count, double factor) {
+  const double bessel = static_cast<double>(count) / static_cast<double>(count - 1);
+  const Tensor unbiased_var = untracked::mul(batch_var, bessel);
+  untracked::mul_(running_mean, 1.0 - factor);
+  untracked::add_(running_mean, untracked::mul(batch_mean, factor));
+  untracked::mul_(running_var, 1.0 - factor);
+  untracked::add_(running_var, untracked::mul(unbiased_var, factor));
+}
+
+}  // namespace
 
 BatchNorm::BatchNorm(std::string kind, int64_t min_dim, int64_t max_dim, int64_t num_features, BatchNormOptions options,
                      TensorOptions tensor_options)
@@ -66,16 +98,7 @@ BatchNorm::NormalizedBatch BatchNorm::normalize_batch(const Tensor& input, const
 }
 
 Tensor BatchNorm::normalize(const Tensor& input, const Tensor& mean, const Tensor& var) const {
-  // x * scale + shift with the per-channel scale = weight / sqrt(var + eps) and shift = bias -
-  // mean * scale (as PyTorch's CPU kernel): two full-size ops instead of four. The [C]
-  // per-channel tensors broadcast as [1, C, 1, ...].
-  Shape channel_shape(input.dim(), 1);
-  channel_shape[1] = num_features_;
-  const Tensor centre = reshape(mean, channel_shape);
-  Tensor scale = rsqrt(reshape(var, channel_shape) + options_.eps);
-  if (options_.affine) scale = scale * reshape(weight, channel_shape);
-  const Tensor shift = options_.affine ? reshape(bias, channel_shape) - centre * scale : -(centre * scale);
-  return input * scale + shift;
+  return normalized_with(input, mean, var, weight, bias, options_.eps);
 }
 
 void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& batch_var, int64_t count) {
@@ -83,12 +106,39 @@ void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& bat
   untracked::add_(num_batches_tracked, 1.0);
   const double factor =
       options_.momentum ? *options_.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
-  const double bessel = static_cast<double>(count) / static_cast<double>(count - 1);
-  const Tensor unbiased_var = untracked::mul(batch_var, bessel);
-  untracked::mul_(running_mean, 1.0 - factor);
-  untracked::add_(running_mean, untracked::mul(batch_mean, factor));
-  untracked::mul_(running_var, 1.0 - factor);
-  untracked::add_(running_var, untracked::mul(unbiased_var, factor));
+  move_running_stats(running_mean, running_var, batch_mean, batch_var, count, factor);
+}
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  input.check_defined("batch_norm");
+  DISTGRAD_CHECK(is_floating(input.dtype()) && input.dim() >= 2,
+                 "batch_norm: expected a floating input of shape [N, C, *], found a ", input.describe());
+  const int64_t channels = input.size(1);
+  for (const auto& [t, what] : {std::pair{&running_mean, "running_mean"}, std::pair{&running_var, "running_var"},
+                                std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
+    if (!t->defined()) continue;
+    DISTGRAD_CHECK(t->sizes() == Shape{channels} && t->dtype() == input.dtype() && t->device() == input.device(),
+                   "batch_norm: expected a ", what, " of shape [", channels, "], dtype ", dtype_name(input.dtype()),
+                   " on ", input.device().str(), ", found a ", t->describe());
+  }
+  DISTGRAD_CHECK(running_mean.defined() == running_var.defined(),
+                 "batch_norm: expected both running_mean and running_var, or neither");
+  DISTGRAD_CHECK(eps > 0, "batch_norm: expected a positive eps, found ", eps);
+  if (!training) {
+    DISTGRAD_CHECK(running_mean.defined(), "batch_norm: evaluation (training = false) needs running_mean and ",
+                   "running_var");
+    return normalized_with(input, running_mean, running_var, weight, bias, eps);
+  }
+  const int64_t count = input.numel() / channels;
+  DISTGRAD_CHECK(count > 1, "batch_norm: expected more than 1 value per channel when training, found input of shape ",
+                 shape_str(input.sizes()));
+  const BatchNormOutputs batch = distgrad::batch_norm(input, weight, bias, eps);
+  if (running_mean.defined()) {
+    autograd::NoGradGuard no_grad;
+    move_running_stats(running_mean, running_var, batch.mean, batch.var, count, momentum);
+  }
+  return batch.output;
 }
 
 }  // namespace distgrad::nn

@@ -10,6 +10,14 @@
 
 namespace distgrad::nn {
 
+// torch.nn.functional.batch_norm: input [N, C, *] normalised per channel (dim 1). In training,
+// with the batch's statistics (distgrad::batch_norm, differentiable to any order), and the
+// running statistics, when given ([C], both or neither), moved towards the batch's mean and
+// unbiased variance by `momentum` in place; in evaluation, with the running statistics (which
+// must be given). weight and bias ([C]) may be undefined.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
+
 struct BatchNormOptions {
   double eps = 1e-5;
   // Weight of the new batch in the running statistics; nullopt keeps a cumulative average

@@ -1,4 +1,4 @@
-// Conv2d: the 2-D convolution layer over NCHW images (torch.nn.Conv2d, groups = 1).
+// Conv2d: the 2-D convolution layer over NCHW images (torch.nn.Conv2d).
 #pragma once
 
 #include <cstdint>
@@ -14,13 +14,17 @@ struct Conv2dOptions {
   Size2 stride = 1;
   Size2 padding = 0;  // zeros on each side
   Size2 dilation = 1;
+  // in_channels and out_channels in this many groups, each with its own filters over its own
+  // input channels; groups = in_channels is a depthwise convolution.
+  int64_t groups = 1;
 };
 
 // Cross-correlation of [N, in_channels, H, W] (or unbatched [in_channels, H, W]) input with
 // out_channels filters, plus a bias per output channel.
 //
-// The weight is [out_channels, in_channels, kh, kw] and the bias [out_channels]; both start as
-// U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in_channels * kh * kw, as in PyTorch.
+// The weight is [out_channels, in_channels / groups, kh, kw] and the bias [out_channels]; both
+// start as U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in_channels / groups * kh * kw, as in
+// PyTorch.
 // Forward is distgrad::conv2d, differentiable to any order. `tensor_options` gives the
 // parameters' dtype and device.
 //
@@ -39,7 +43,7 @@ class Conv2d : public Module {
   const Size2& kernel_size() const { return kernel_size_; }
   const Conv2dOptions& options() const { return options_; }
 
-  Tensor weight;  // [out_channels, in_channels, kh, kw]
+  Tensor weight;  // [out_channels, in_channels / groups, kh, kw]
   Tensor bias;    // [out_channels], undefined without bias
 
  private:

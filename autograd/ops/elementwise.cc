@@ -259,6 +259,11 @@ Tensor exp(const Tensor& t) {
                          [](const Tensor& g, const Tensor& r) { return mul(g, r); });
 }
 
+Tensor expm1(const Tensor& t) {
+  return unary_of_result("Expm1Backward", untracked::expm1(t), t,
+                         [](const Tensor& g, const Tensor& r) { return mul(g, add(r, 1.0)); });
+}
+
 Tensor log(const Tensor& t) {
   return unary_of_input("LogBackward", untracked::log(t), t,
                         [](const Tensor& g, const Tensor& t) { return div(g, t); });

@@ -135,7 +135,52 @@ Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const I
   return result;
 }
 
+namespace {
+
+// A convolution with options.groups > 1, composed of im2col and one batched product: the columns
+// of each group's input channels times that group's filters.
+Tensor grouped_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  input.check_defined("conv2d");
+  weight.check_defined("conv2d");
+  const int64_t groups = options.groups;
+  DISTGRAD_CHECK(groups > 0, "conv2d: expected a positive groups, found ", groups);
+  DISTGRAD_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d: expected input of shape [N, C, H, W] or [C, H, W], ",
+                 "found ", shape_str(input.sizes()));
+  const bool unbatched = input.dim() == 3;
+  const Tensor x = unbatched ? unsqueeze(input, 0) : input;
+  const int64_t channels = x.size(1);
+  DISTGRAD_CHECK(channels % groups == 0, "conv2d: expected groups to divide the input's ", channels,
+                 " channels, found groups = ", groups);
+  DISTGRAD_CHECK(weight.dim() == 4 && weight.size(0) % groups == 0 && weight.size(1) == channels / groups,
+                 "conv2d: expected weight of shape [O, ", channels / groups,
+                 ", kh, kw] with O divisible by groups = ", groups, " for input of shape ", shape_str(input.sizes()),
+                 ", found ", shape_str(weight.sizes()));
+  const int64_t out_channels = weight.size(0), batch = x.size(0);
+  DISTGRAD_CHECK(!bias.defined() || bias.sizes() == Shape{out_channels}, "conv2d: expected a bias of shape [",
+                 out_channels, "], found ", bias.defined() ? shape_str(bias.sizes()) : "");
+  const Im2colOptions window{.kernel_size = {weight.size(2), weight.size(3)},
+                             .stride = options.stride,
+                             .padding = options.padding,
+                             .dilation = options.dilation};
+  const Tensor columns = im2col(x, window);  // [N, C kh kw, L]
+  const int64_t patch = columns.size(1) / groups, windows = columns.size(2);
+  // [groups, patch, N L]: each group's columns for every image side by side.
+  const Tensor by_group =
+      reshape(transpose(reshape(columns, {batch, groups, patch, windows}), 0, 1), {groups, patch, batch * windows});
+  const Tensor products = matmul(reshape(weight, {groups, out_channels / groups, patch}), by_group);
+  const int64_t out_h =
+      (x.size(2) + 2 * options.padding[0] - options.dilation[0] * (weight.size(2) - 1) - 1) / options.stride[0] + 1;
+  const int64_t out_w = windows / out_h;
+  Tensor out =
+      reshape(transpose(reshape(products, {out_channels, batch, windows}), 0, 1), {batch, out_channels, out_h, out_w});
+  if (bias.defined()) out = add(out, reshape(bias, {out_channels, 1, 1}));
+  return unbatched ? squeeze(out, 0) : out;
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  if (options.groups != 1) return grouped_conv2d(input, weight, bias, options);
   Tensor result = untracked::conv2d(input, weight, bias, options);  // checks every argument
   if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result}, [options](const BackwardContext& ctx) {
         const Conv2dGrads grads =

@@ -1,6 +1,7 @@
 // Differentiable reductions and the softmax family (autograd/ops.h).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/function.h"
 #include "autograd/ops.h"
@@ -115,6 +116,99 @@ ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
 ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
   return dim_extremum("MinBackward", untracked::min(t, dim, keepdim), t, dim, keepdim);
 }
+namespace {
+
+// amax or amin over dims: the gradient is split equally among the elements equal to the result.
+Tensor dims_extremum(const char* name, Tensor result, const Tensor& t, const Shape& dims, bool keepdim) {
+  if (auto node =
+          record(name, {&t}, {&result}, [reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
+            const Tensor &t = ctx.saved[0], &result = ctx.saved[1];
+            const int64_t ndim = t.dim();
+            const Tensor hits =
+                untracked::to(untracked::eq(t, with_kept_dims(result, reduced, keepdim, ndim)), t.dtype());
+            const Tensor share = untracked::div(hits, untracked::sum(hits, reduced, /*keepdim=*/true));
+            return TensorList{mul(with_kept_dims(ctx.grads[0], reduced, keepdim, ndim), share)};
+          })) {
+    node->save(t);
+    node->save_output(result);
+  }
+  return result;
+}
+
+// The product of the other elements along the last dim of `t`, for each element: the gradient of
+// a product where some factors are zero, composed of differentiable ops ([..., n] -> [..., n]:
+// row i of an [..., n, n] matrix holds t with element i replaced by 1).
+Tensor products_of_others(const Tensor& t) {
+  const int64_t n = t.size(-1);
+  Shape matrix_sizes = t.sizes();
+  matrix_sizes.insert(matrix_sizes.end() - 1, n);
+  const Tensor diagonal = untracked::eq(untracked::unsqueeze(arange(n, {.dtype = kInt64, .device = t.device()}), 1),
+                                        untracked::unsqueeze(arange(n, {.dtype = kInt64, .device = t.device()}), 0));
+  const Tensor one = ones({}, {.dtype = t.dtype(), .device = t.device()});
+  const Tensor others = where(diagonal, one, expand(unsqueeze(t, -2), matrix_sizes));
+  return prod(others, -1);
+}
+
+// prod's gradient for `t` with `result` (the product along `dim`, or of everything when `dim` is
+// absent), g having result's shape: g * result / t when no factor is zero (PyTorch's formula),
+// else g times the product of the other factors.
+Tensor prod_grad(const Tensor& g, const Tensor& t, const Tensor& result, std::optional<int64_t> dim, bool keepdim) {
+  if (t.dim() == 0) return g;
+  const Shape reduced = dim ? Shape{*dim} : reduced_dims({}, t.dim());
+  const Tensor grad = with_kept_dims(g, reduced, keepdim, t.dim());
+  if (!untracked::any(untracked::eq(t, 0.0))) {
+    return mul(grad, div(with_kept_dims(result, reduced, keepdim, t.dim()), t));
+  }
+  if (!dim) return mul(grad, reshape(products_of_others(reshape(t, {-1})), t.sizes()));
+  return mul(grad, transpose(products_of_others(transpose(t, *dim, -1)), *dim, -1));
+}
+
+}  // namespace
+
+Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
+  return dims_extremum("AmaxBackward", untracked::amax(t, dims, keepdim), t, dims, keepdim);
+}
+Tensor amin(const Tensor& t, const Shape& dims, bool keepdim) {
+  return dims_extremum("AminBackward", untracked::amin(t, dims, keepdim), t, dims, keepdim);
+}
+
+Tensor prod(const Tensor& t) {
+  Tensor result = untracked::prod(t);
+  if (auto node = record("ProdBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
+        return TensorList{prod_grad(ctx.grads[0], ctx.saved[0], ctx.saved[1], std::nullopt, false)};
+      })) {
+    node->save(t);
+    node->save_output(result);
+  }
+  return result;
+}
+
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim) {
+  Tensor result = untracked::prod(t, dim, keepdim);
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(t.dim(), 1), "prod");
+  if (auto node = record("ProdBackward", {&t}, {&result}, [d, keepdim](const BackwardContext& ctx) {
+        return TensorList{prod_grad(ctx.grads[0], ctx.saved[0], ctx.saved[1], d, keepdim)};
+      })) {
+    node->save(t);
+    node->save_output(result);
+  }
+  return result;
+}
+
+namespace {
+
+// cumsum, or its adjoint (sums from the end) with `reverse`: each is the other's gradient.
+Tensor running_sum(const Tensor& t, int64_t dim, bool reverse) {
+  Tensor result = untracked::cumsum(t, dim, reverse);
+  record(reverse ? "CumsumBackwardBackward" : "CumsumBackward", {&t}, {&result},
+         [dim, reverse](const BackwardContext& ctx) { return TensorList{running_sum(ctx.grads[0], dim, !reverse)}; });
+  return result;
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& t, int64_t dim) { return running_sum(t, dim, false); }
+
 Tensor argmax(const Tensor& t) { return untracked::argmax(t); }
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return untracked::argmax(t, dim, keepdim); }
 Tensor argmin(const Tensor& t) { return untracked::argmin(t); }

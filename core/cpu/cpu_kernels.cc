@@ -108,6 +108,7 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBou
   if constexpr (kFloating) {
     switch (op) {
       case UnaryOp::kExp: return map_unary<T, T>(out, in, [](T x) { return std::exp(x); });
+      case UnaryOp::kExpm1: return map_unary<T, T>(out, in, [](T x) { return std::expm1(x); });
       case UnaryOp::kLog: return map_unary<T, T>(out, in, [](T x) { return std::log(x); });
       case UnaryOp::kLog1p: return map_unary<T, T>(out, in, [](T x) { return std::log1p(x); });
       case UnaryOp::kSqrt: return map_unary<T, T>(out, in, [](T x) { return std::sqrt(x); });
@@ -364,6 +365,32 @@ void index_select(const Tensor& out, const Tensor& in, const Tensor& index, int6
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t j = 0; j < count; ++j) {
         std::copy_n(src + (o * dim_size + idx[j]) * inner, inner, dst + (o * count + j) * inner);
+      }
+    }
+  });
+}
+
+void cumsum(const Tensor& out, const Tensor& in, int64_t outer, int64_t length, int64_t inner, bool reverse) {
+  dispatch_dtype(in.dtype(), "cumsum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      DISTGRAD_FAIL("cpu cumsum kernel: bool input (convert to int64 first)");
+    } else {
+      const T* src = static_cast<const T*>(in.data_ptr());
+      T* dst = static_cast<T*>(out.data_ptr());
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t step = 0; step < length; ++step) {
+          const int64_t i = reverse ? length - 1 - step : step;
+          const int64_t previous = reverse ? i + 1 : i - 1;
+          const T* row = src + (o * length + i) * inner;
+          T* sums = dst + (o * length + i) * inner;
+          if (step == 0) {
+            std::copy_n(row, inner, sums);
+          } else {
+            const T* before = dst + (o * length + previous) * inner;
+            for (int64_t j = 0; j < inner; ++j) sums[j] = static_cast<T>(before[j] + row[j]);
+          }
+        }
       }
     }
   });
@@ -879,6 +906,7 @@ const DeviceKernels& cpu_kernels() {
       .reduce = reduce,
       .reduce_products = reduce_products,
       .gemm = gemm,
+      .cumsum = cumsum,
       .index_select = index_select,
       .gather = gather,
       .scatter_add = scatter_add,

@@ -327,6 +327,7 @@ struct UnaryFunction {
     // Written so that NaN passes through, as in PyTorch.
     else if constexpr (kOp == UnaryOp::kClamp) return x < low ? low : (x > high ? high : x);
     else if constexpr (kOp == UnaryOp::kExp) return exp(x);
+    else if constexpr (kOp == UnaryOp::kExpm1) return expm1(x);
     else if constexpr (kOp == UnaryOp::kLog) return log(x);
     else if constexpr (kOp == UnaryOp::kLog1p) return log1p(x);
     else if constexpr (kOp == UnaryOp::kSqrt) return sqrt(x);
@@ -344,9 +345,10 @@ struct UnaryFunction {
 
 template <typename Fn>
 void dispatch_unary_op(UnaryOp op, Fn&& fn) {
-  dispatch_op<UnaryOp::kNeg, UnaryOp::kAbs, UnaryOp::kSign, UnaryOp::kExp, UnaryOp::kLog, UnaryOp::kLog1p,
-              UnaryOp::kSqrt, UnaryOp::kRsqrt, UnaryOp::kSin, UnaryOp::kCos, UnaryOp::kTanh, UnaryOp::kSigmoid,
-              UnaryOp::kRelu, UnaryOp::kGelu, UnaryOp::kErf, UnaryOp::kClamp, UnaryOp::kLogicalNot>(op, "unary", fn);
+  dispatch_op<UnaryOp::kNeg, UnaryOp::kAbs, UnaryOp::kSign, UnaryOp::kExp, UnaryOp::kExpm1, UnaryOp::kLog,
+              UnaryOp::kLog1p, UnaryOp::kSqrt, UnaryOp::kRsqrt, UnaryOp::kSin, UnaryOp::kCos, UnaryOp::kTanh,
+              UnaryOp::kSigmoid, UnaryOp::kRelu, UnaryOp::kGelu, UnaryOp::kErf, UnaryOp::kClamp, UnaryOp::kLogicalNot>(
+      op, "unary", fn);
 }
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, const ClampBounds& bounds) {
@@ -711,6 +713,41 @@ void gemm(const GemmArgs& args) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// cumsum: one thread per line (o, j) adds its `length` values in order, as the CPU does.
+
+template <typename T>
+__global__ void cumsum_kernel(T* out, const T* in, int64_t lines, int64_t length, int64_t inner, bool reverse) {
+  for (int64_t line = first_work_item(); line < lines; line += work_item_stride()) {
+    const int64_t j = line % inner;
+    const int64_t o = line / inner;
+    T running = T(0);
+    for (int64_t step = 0; step < length; ++step) {
+      const int64_t i = reverse ? length - 1 - step : step;
+      const int64_t at = (o * length + i) * inner + j;
+      running = static_cast<T>(running + in[at]);
+      out[at] = running;
+    }
+  }
+}
+
+void cumsum(const Tensor& out, const Tensor& in, int64_t outer, int64_t length, int64_t inner, bool reverse) {
+  const int64_t lines = outer * inner;
+  if (lines == 0 || length == 0) {
+    return;
+  }
+  dispatch_dtype(in.dtype(), "cumsum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      DISTGRAD_FAIL("CUDA cumsum kernel: bool input (convert to int64 first)");
+    } else {
+      const DeviceLaunch launch(in.device());
+      cumsum_kernel<T><<<blocks_for(lines), kThreadsPerBlock, 0, launch.stream()>>>(
+          static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()), lines, length, inner, reverse);
+      DISTGRAD_CUDA_CHECK(cudaGetLastError());
+    }
+  });
+}
+
 // index_select, gather, scatter_add
 
 template <typename T>
@@ -1114,6 +1151,7 @@ const DeviceKernels& kernels() {
       .reduce = reduce,
       .reduce_products = nullptr,  // untracked::sum_of_product multiplies, then sums
       .gemm = gemm,
+      .cumsum = cumsum,
       .index_select = index_select,
       .gather = gather,
       .scatter_add = scatter_add,

@@ -81,6 +81,28 @@ std::vector<OpCase> all_cases() {
        {{3, 2, 4}, {2}, {2}},
        [](In x) { return one(batch_norm(x[0], x[1], x[2], 1e-5).output * 2.0); }},
       {"gelu", {{6}}, [](In x) { return one(gelu(x[0])); }},
+      {"expm1", {{6}}, [](In x) { return one(expm1(x[0])); }},
+      // torch.nn.functional's activations (composed); kinks kept away from the inputs.
+      {"silu", {{6}}, [](In x) { return one(silu(x[0])); }},
+      {"leaky_relu", {{6}}, [](In x) { return one(leaky_relu(x[0], 0.2)); }, D::kAwayFromZero},
+      {"elu",
+       {{6}},
+       [](In x) {
+         return TensorList{elu(x[0]), elu(x[0], 0.5)};
+       },
+       D::kAwayFromZero},
+      {"softplus",
+       {{6}},
+       [](In x) {
+         return TensorList{softplus(x[0]), softplus(x[0], 2.0, 1.5), softplus(x[0] * 40.0)};
+       },
+       D::kAwayFromZero},
+      {"logsigmoid",
+       {{6}},
+       [](In x) {
+         return TensorList{logsigmoid(x[0]), logsigmoid(x[0] * 30.0)};
+       }},
+      {"hardtanh", {{6}}, [](In x) { return one(hardtanh(x[0], -0.5, 0.7)); }, D::kAwayFromZero},
       {"erf", {{6}}, [](In x) { return one(erf(x[0])); }},
       {"clamp", {{6}}, [](In x) { return one(clamp(x[0], -0.5, 0.7)); }, D::kAwayFromZero},
       {"clone_contiguous", {{2, 3}}, [](In x) { return one(contiguous(t(clone(x[0])))); }},
@@ -142,6 +164,34 @@ std::vector<OpCase> all_cases() {
        {{3, 4}},
        [](In x) {
          return TensorList{max(x[0], 1).values, min(x[0], 0, true).values};
+       }},
+      {"amax_amin",
+       {{3, 4, 2}},
+       [](In x) {
+         return TensorList{amax(x[0]), amax(x[0], {0, 2}), amin(x[0], {-1}, true), amin(x[0], {0, 1})};
+       }},
+      // Ties split the gradient equally (a tensor with a repeated maximum along each row).
+      {"amax_with_ties",
+       {{3, 2}},
+       [](In x) {
+         return one(amax(cat({x[0], x[0]}, 1), {1}));
+       }},
+      {"prod",
+       {{3, 4}},
+       [](In x) {
+         return TensorList{prod(x[0]), prod(x[0], 1), prod(x[0], 0, true)};
+       }},
+      // A zero factor in each product: the gradient of the others' product.
+      {"prod_with_zeros",
+       {{3, 4}},
+       [](In x) {
+         const Tensor with_zero = cat({x[0], zeros({3, 1}, {.dtype = kFloat64, .device = x[0].device()})}, 1);
+         return TensorList{prod(with_zero, 1), prod(with_zero), prod(cat({x[0], x[0] * 0.0}, 0), 0)};
+       }},
+      {"cumsum",
+       {{3, 4}},
+       [](In x) {
+         return TensorList{cumsum(x[0], 1), cumsum(x[0], 0), cumsum(x[0] * x[0], -1)};
        }},
       {"logsumexp",
        {{3, 4}},
@@ -224,6 +274,21 @@ std::vector<OpCase> all_cases() {
        {{2, 2, 5, 4}, {3, 2, 3, 2}, {3}},
        [](In x) {
          return TensorList{conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}})};
+       }},
+      {"conv2d_grouped",
+       {{2, 4, 5, 4}, {6, 2, 3, 2}, {6}},
+       [](In x) {
+         return one(conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 2}));
+       }},
+      {"conv2d_depthwise_unbatched",
+       {{3, 4, 4}, {3, 1, 2, 2}},
+       [](In x) {
+         return one(conv2d(x[0], x[1], {}, {.padding = {1, 0}, .groups = 3}));
+       }},
+      {"max_pool2d_ceil_mode",
+       {{2, 2, 5, 4}},
+       [](In x) {
+         return one(max_pool2d(x[0], {.kernel_size = {2, 3}, .stride = {2, 2}, .ceil_mode = true}).values);
        }},
       {"conv2d_unbatched_no_bias", {{2, 4, 4}, {2, 2, 2, 2}}, [](In x) { return one(conv2d(x[0], x[1])); }},
       // 3 x 3, stride 1, eight channels in and out, outputs 7 wide: the CPU's Winograd path, forward and gradients.

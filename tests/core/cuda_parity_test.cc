@@ -80,6 +80,7 @@ std::vector<ParityCase> all_cases() {
                        abs(x[0]),
                        sign(x[0]),
                        exp(x[0]),
+                       expm1(x[0]),
                        log(positive),
                        log1p(positive),
                        sqrt(positive),
@@ -135,6 +136,16 @@ std::vector<ParityCase> all_cases() {
     return std::vector{sum(x[0], {1}), sum(x[0], {0, 2}, true), mean(x[0], {-1}),
                        var(x[0], {1}), std(x[0], {}, 0),        max(x[0]),
                        min(x[0])};
+  });
+  add_case("amax_prod_cumsum", {{3, 4, 5}}, [](In x) {
+    const Tensor integers = to(mul(x[0], 10.0), kInt64);
+    return std::vector{amax(x[0], {0, 2}),
+                       amin(x[0], {1}, true),
+                       prod(x[0]),
+                       prod(x[0], 1),
+                       cumsum(x[0], 2),
+                       cumsum(x[0], 0, /*reverse=*/true),
+                       to(cumsum(integers, 1), kFloat64)};
   });
   add_case("sum_of_product", {{3, 4, 5}, {3, 4, 5}}, [](In x) {
     return std::vector{sum_of_product(x[0], x[1], {0, 2}, true), sum_of_product(x[0], x[1])};
@@ -194,7 +205,12 @@ std::vector<ParityCase> all_cases() {
   });
   add_case("pooling", {{2, 3, 7, 8}}, [](In x) {
     auto [pooled, indices] = max_pool2d(x[0], {.kernel_size = {3, 2}, .stride = {2, 2}, .padding = {1, 1}});
-    return std::vector{pooled, to(indices, kFloat64), avg_pool2d(x[0], {.kernel_size = {3, 3}, .padding = {1, 1}}),
+    auto [ceil_pooled, ceil_indices] = max_pool2d(x[0], {.kernel_size = {2, 3}, .stride = {2, 2}, .ceil_mode = true});
+    return std::vector{pooled,
+                       to(indices, kFloat64),
+                       ceil_pooled,
+                       to(ceil_indices, kFloat64),
+                       avg_pool2d(x[0], {.kernel_size = {3, 3}, .padding = {1, 1}}),
                        avg_pool2d(x[0], {.kernel_size = {2, 3}, .padding = {1, 1}, .count_include_pad = false})};
   });
   // Overlapping windows with ties (signs), so that inputs gather several gradients. The second

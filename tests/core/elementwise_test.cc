@@ -180,6 +180,7 @@ TEST(Elementwise, NegAbsSignReluOnInt64) {
 TEST(Elementwise, TranscendentalFunctionsMatchCmath) {
   const Tensor a = f64(kInputs), p = f64(kPositive);
   expect_close(exp(a), map_each(kInputs, [](double x) { return std::exp(x); }));
+  expect_close(expm1(a), map_each(kInputs, [](double x) { return std::expm1(x); }));
   expect_close(log(p), map_each(kPositive, [](double x) { return std::log(x); }));
   expect_close(log1p(p), map_each(kPositive, [](double x) { return std::log1p(x); }));
   expect_close(sqrt(p), map_each(kPositive, [](double x) { return std::sqrt(x); }));
@@ -194,6 +195,7 @@ TEST(Elementwise, LogAndSqrtOutsideTheirDomain) {
   expect_close(log(f64({0, -1})), {-kInf, kNaN}, 0);
   expect_close(sqrt(f64({-1})), {kNaN}, 0);
   expect_close(log1p(f64({-1, 1e-20})), {-kInf, 1e-20}, 0);  // log1p keeps tiny values exact
+  expect_close(expm1(f64({1e-20, -kInf})), {1e-20, -1}, 0);  // so does expm1, where exp(x) - 1 gives 0
   expect_close(rsqrt(f64({0})), {kInf}, 0);
 }
 

@@ -271,6 +271,39 @@ TEST(Reduction, VarOfOneElementWithCorrectionIsNaN) {
   EXPECT_EQ(untracked::var(from_vector<double>({3}), {}, 0).item<double>(), 0);
 }
 
+TEST(Reduction, AmaxAndAminOverSeveralDims) {
+  const std::vector<double> data = {3, -1, 7, 2, 9, 0, -4, 8, 5, 6, 1, -2};  // 3 x 2 x 2
+  const Tensor cube = from_vector(data, {3, 2, 2});
+  EXPECT_THAT(values(untracked::amax(cube, {0, 2})), ElementsAre(9, 8));  // max of {3,-1,9,0,5,6}, {7,2,-4,8,1,-2}
+  EXPECT_THAT(values(untracked::amin(cube, {1, 2})), ElementsAre(-1, -4, -2));  // each 2 x 2 block
+  EXPECT_EQ(untracked::amax(cube, {0, 2}, /*keepdim=*/true).sizes(), (Shape{1, 2, 1}));
+  EXPECT_EQ(untracked::amax(cube).item<double>(), 9);
+  EXPECT_ERROR_CONTAINS(untracked::amax(zeros({2}, {.dtype = kBool})), "amax: expected a numeric tensor");
+}
+
+TEST(Reduction, ProdOfEverythingAndAlongADim) {
+  const Tensor m = from_vector<double>({1, 2, 3, -4, 0.5, 2}, {2, 3});
+  EXPECT_DOUBLE_EQ(untracked::prod(m).item<double>(), -24);
+  EXPECT_THAT(values(untracked::prod(m, 1)), ElementsAre(6, -4));
+  EXPECT_THAT(values(untracked::prod(m, 0, true)), ElementsAre(-4, 1, 6));
+  EXPECT_EQ(untracked::prod(from_vector<int64_t>({3, 5}), 0).item<int64_t>(), 15);
+  EXPECT_EQ(untracked::prod(zeros({0})).item<float>(), 1);  // the empty product
+}
+
+TEST(Reduction, CumsumAddsInOrderAlongTheDim) {
+  const Tensor m = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_THAT(values(untracked::cumsum(m, 1)), ElementsAre(1, 3, 6, 4, 9, 15));
+  EXPECT_THAT(values(untracked::cumsum(m, 0)), ElementsAre(1, 2, 3, 5, 7, 9));
+  EXPECT_THAT(values(untracked::cumsum(m, -1, /*reverse=*/true)), ElementsAre(6, 5, 3, 15, 11, 6));
+  EXPECT_THAT(values(untracked::cumsum(untracked::t(m), 0)), ElementsAre(1, 4, 3, 9, 6, 15));  // strided input
+  const Tensor flags = untracked::to(from_vector<double>({1, 0, 1, 1}), kBool);
+  EXPECT_THAT(untracked::cumsum(flags, 0).to_vector<int64_t>(), ElementsAre(1, 1, 2, 3));
+  // An infinity spreads to the later sums only (no 0 * inf from a product formulation).
+  EXPECT_THAT(values(untracked::cumsum(from_vector<double>({1, INFINITY, 2}), 0)), ElementsAre(1, INFINITY, INFINITY));
+  EXPECT_EQ(untracked::cumsum(scalar_tensor(4.0), 0).item<float>(), 4);
+  EXPECT_ERROR_CONTAINS(untracked::cumsum(m, 2), "cumsum");
+}
+
 TEST(Reduction, MaxAndMinAlongADim) {
   const std::vector<double> data = {3, -1, 7, 2, 9, 0, -4, 8, 5, 6, 1, -2};  // 3 x 4
   const Tensor m = from_vector(data, {3, 4});
