@@ -1,6 +1,8 @@
 #include "optim/adam.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -58,43 +60,75 @@ void check_adam_options(const AdamOptions& options, const std::string& optimizer
 
 }  // namespace detail
 
-Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
-    : Adam("Adam", std::move(parameters), options, /*decoupled_weight_decay=*/false) {}
+namespace {
 
-Adam::Adam(std::string name, std::vector<Tensor> parameters, const AdamOptions& options, bool decoupled_weight_decay)
-    : Optimizer(std::move(name), std::move(parameters)),
-      options_(options),
-      decoupled_weight_decay_(decoupled_weight_decay) {
-  detail::check_adam_options(options, this->name());
+std::vector<Adam::ParamGroup> as_adam_groups(std::vector<AdamW::ParamGroup> groups) {
+  std::vector<Adam::ParamGroup> adam_groups;
+  adam_groups.reserve(groups.size());
+  for (AdamW::ParamGroup& group : groups) {
+    const AdamWOptions& options = group.options;
+    adam_groups.push_back({.params = std::move(group.params),
+                           .options = {.lr = options.lr,
+                                       .betas = options.betas,
+                                       .eps = options.eps,
+                                       .weight_decay = options.weight_decay,
+                                       .amsgrad = options.amsgrad}});
+  }
+  return adam_groups;
 }
 
-AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
-    : Adam("AdamW", std::move(parameters),
-           AdamOptions{.lr = options.lr,
-                       .betas = options.betas,
-                       .eps = options.eps,
-                       .weight_decay = options.weight_decay,
-                       .amsgrad = options.amsgrad},
-           /*decoupled_weight_decay=*/true) {}
+}  // namespace
 
-std::vector<std::string> Adam::state_names() const {
-  if (options_.amsgrad) return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+Adam::Adam(std::vector<ParamGroup> groups) : Adam("Adam", std::move(groups), /*decoupled_weight_decay=*/false) {}
+
+Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{{.params = std::move(parameters), .options = options}}) {}
+
+Adam::Adam(std::string name, std::vector<ParamGroup> groups, bool decoupled_weight_decay)
+    : Optimizer(std::move(name), detail::params_of(groups)),
+      groups_(std::move(groups)),
+      decoupled_weight_decay_(decoupled_weight_decay) {
+  for (size_t group = 0; group < groups_.size(); ++group) {
+    detail::check_adam_options(groups_[group].options, group_context(group));
+  }
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups)
+    : Adam("AdamW", as_adam_groups(std::move(groups)), /*decoupled_weight_decay=*/true) {}
+
+AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
+    : AdamW(std::vector<ParamGroup>{{.params = std::move(parameters), .options = options}}) {}
+
+double Adam::lr(size_t group) const {
+  check_group(group, "lr");
+  return groups_[group].options.lr;
+}
+
+void Adam::set_lr(size_t group, double lr) {
+  check_group(group, "set_lr");
+  detail::check_hyperparameter(lr >= 0, name() + ".set_lr(" + std::to_string(group) + ")", "lr >= 0", lr);
+  groups_[group].options.lr = lr;
+}
+
+std::vector<std::string> Adam::state_names(size_t group) const {
+  if (groups_[group].options.amsgrad) return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"step", "exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
+void Adam::update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
+  const AdamOptions& options = groups_[group].options;
   AdamState adam;
   if (!state.empty()) {
     adam = {.step = state.at("step").item<int64_t>(),
             .exp_avg = state.at("exp_avg"),
             .exp_avg_sq = state.at("exp_avg_sq"),
-            .max_exp_avg_sq = options_.amsgrad ? state.at("max_exp_avg_sq") : Tensor()};
+            .max_exp_avg_sq = options.amsgrad ? state.at("max_exp_avg_sq") : Tensor()};
   }
-  copy_(parameter, adam_update(options_, decoupled_weight_decay_, parameter, grad, adam));
+  copy_(parameter, adam_update(options, decoupled_weight_decay_, parameter, grad, adam));
   state.insert("step", scalar_tensor(static_cast<double>(adam.step), {.dtype = kInt64}));
   state.insert("exp_avg", adam.exp_avg);
   state.insert("exp_avg_sq", adam.exp_avg_sq);
-  if (options_.amsgrad) state.insert("max_exp_avg_sq", adam.max_exp_avg_sq);
+  if (options.amsgrad) state.insert("max_exp_avg_sq", adam.max_exp_avg_sq);
 }
 
 }  // namespace distgrad::optim

@@ -16,6 +16,8 @@
 //
 //   dg::optim::Adam adam(net.parameters(), 1e-3);
 //   dg::optim::AdamW adamw(net.parameters(), {.lr = 1e-3, .weight_decay = 0.05, .amsgrad = true});
+//   dg::optim::AdamW grouped({{.params = weights},
+//                             {.params = biases, .options = {.weight_decay = 0}}});
 #pragma once
 
 #include <array>
@@ -72,6 +74,12 @@ void check_adam_options(const AdamOptions& options, const std::string& optimizer
 
 class Adam : public Optimizer {
  public:
+  using ParamGroup = optim::ParamGroup<AdamOptions>;
+
+  // Parameter groups, each with its options (Note [Optimizer state dict] numbers their
+  // parameters in order).
+  explicit Adam(std::vector<ParamGroup> groups);
+  // One group.
   Adam(std::vector<Tensor> parameters, const AdamOptions& options);
   // Adam(params, 1e-3): the learning rate alone (a template, so that `Adam(params, {})` means
   // default options rather than lr = 0).
@@ -79,18 +87,21 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> parameters, Lr lr)
       : Adam(std::move(parameters), AdamOptions{.lr = static_cast<double>(lr)}) {}
 
-  const AdamOptions& options() const { return options_; }
+  // AdamW's groups hold its options as AdamOptions (eps_root 0).
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(size_t group) const override;
+  void set_lr(size_t group, double lr) override;
 
  protected:
   // AdamW's constructor: with `decoupled_weight_decay` the decay scales the parameters
   // instead of adding to the gradient.
-  Adam(std::string name, std::vector<Tensor> parameters, const AdamOptions& options, bool decoupled_weight_decay);
+  Adam(std::string name, std::vector<ParamGroup> groups, bool decoupled_weight_decay);
 
-  void update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) override;
-  std::vector<std::string> state_names() const override;
+  void update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) override;
+  std::vector<std::string> state_names(size_t group) const override;
 
  private:
-  AdamOptions options_;
+  std::vector<ParamGroup> groups_;
   bool decoupled_weight_decay_;
 };
 
@@ -99,6 +110,9 @@ class Adam : public Optimizer {
 // moment estimates.
 class AdamW : public Adam {
  public:
+  using ParamGroup = optim::ParamGroup<AdamWOptions>;
+
+  explicit AdamW(std::vector<ParamGroup> groups);
   AdamW(std::vector<Tensor> parameters, const AdamWOptions& options);
   template <std::convertible_to<double> Lr>
   AdamW(std::vector<Tensor> parameters, Lr lr)

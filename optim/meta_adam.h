@@ -14,10 +14,13 @@
 // that require grad, as in TorchOpt. amsgrad works as in Adam (its maximum differentiable).
 //
 //   dg::optim::MetaAdam inner(params, {.lr = 0.01, .eps_root = 1e-8});
+//   dg::optim::MetaAdam scheduled(params, dg::optim::schedule::cosine(0.01, /*t_max=*/10),
+//                                 {.eps_root = 1e-8});
 //   params = inner.step(loss);
 #pragma once
 
 #include <concepts>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -33,11 +36,18 @@ class MetaAdam : public MetaOptimizer {
   // means default options rather than lr = 0).
   template <std::convertible_to<double> Lr>
   MetaAdam(nn::ParamDict params, Lr lr) : MetaAdam(std::move(params), AdamOptions{.lr = static_cast<double>(lr)}) {}
+  // The learning rate as a schedule of the step count (optim/schedule.h; TorchOpt's
+  // lr=schedule), with `options` for the rest: options.lr is not used.
+  MetaAdam(nn::ParamDict params, Schedule lr, const AdamOptions& options);
+  // MetaAdam(params, schedule::linear(...)): a schedule with default options (a template, so
+  // that `MetaAdam(params, {})` still means default options).
+  template <std::invocable<int64_t> LrSchedule>
+  MetaAdam(nn::ParamDict params, LrSchedule lr) : MetaAdam(std::move(params), Schedule(std::move(lr)), AdamOptions{}) {}
 
   const AdamOptions& options() const { return options_; }
 
  protected:
-  Tensor update(size_t index, const Tensor& parameter, const Tensor& grad) override;
+  Tensor update(size_t index, const Tensor& parameter, const Tensor& grad, double lr) override;
 
  private:
   AdamOptions options_;

@@ -6,8 +6,9 @@
 
 namespace distgrad::optim {
 
-MetaOptimizer::MetaOptimizer(std::string name, nn::ParamDict params)
-    : name_(std::move(name)), params_(std::move(params)) {
+MetaOptimizer::MetaOptimizer(std::string name, nn::ParamDict params, Schedule lr)
+    : name_(std::move(name)), params_(std::move(params)), lr_(std::move(lr)) {
+  DISTGRAD_CHECK(lr_ != nullptr, name_, ": expected a learning-rate schedule, found an empty std::function");
   const auto& entries = params_.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& [key, tensor] = entries[i];
@@ -19,7 +20,13 @@ MetaOptimizer::MetaOptimizer(std::string name, nn::ParamDict params)
 nn::ParamDict MetaOptimizer::step(const Tensor& loss) {
   DISTGRAD_CHECK(loss.defined(), name_, ".step: the loss is an undefined tensor");
   DISTGRAD_CHECK(loss.numel() == 1, name_, ".step: expected a scalar loss (one element), found a ", loss.describe());
-  if (optimized_.empty()) return params_;
+  const double lr = lr_(step_count_);
+  DISTGRAD_CHECK(lr >= 0, name_, ".step: the learning-rate schedule gives ", lr, " at count ", step_count_,
+                 ", expected lr >= 0");
+  if (optimized_.empty()) {
+    ++step_count_;
+    return params_;
+  }
   DISTGRAD_CHECK(loss.requires_grad(), name_, ".step: the loss (a ", loss.describe(),
                  ") does not require grad; compute it from the current parameters with grad mode on");
 
@@ -30,9 +37,10 @@ nn::ParamDict MetaOptimizer::step(const Tensor& loss) {
       autograd::grad({loss}, inputs, {.retain_graph = true, .create_graph = true, .allow_unused = true});
   std::vector<nn::ParamDict::Entry> updated = entries;
   for (size_t k = 0; k < optimized_.size(); ++k) {
-    if (grads[k].defined()) updated[optimized_[k]].second = update(k, inputs[k], grads[k]);
+    if (grads[k].defined()) updated[optimized_[k]].second = update(k, inputs[k], grads[k], lr);
   }
   params_ = nn::ParamDict(std::move(updated));
+  ++step_count_;
   return params_;
 }
 

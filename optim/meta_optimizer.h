@@ -13,6 +13,11 @@
 // through every step unchanged. A parameter the loss does not depend on keeps its value and
 // its state (gradients are taken with allow_unused).
 //
+// The learning rate may be a schedule (optim/schedule.h, TorchOpt's lr=schedule): step() calls
+// it once with the count of steps taken before it (0 at the first step, TorchOpt's count) and
+// checks that it gives an lr >= 0. The count is the optimizer's, one per step() call (TorchOpt
+// keeps one per parameter, which a step without a gradient for it does not advance).
+//
 //   dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
 //   dg::optim::MetaSGD inner(params, 0.01);
 //   for (int i = 0; i < inner_steps; ++i)
@@ -20,11 +25,13 @@
 //   dg::nn::mse_loss(dg::nn::functional_call(net, params, x_query), y_query).backward();
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/param_dict.h"
 #include "core/tensor.h"
+#include "optim/schedule.h"
 
 namespace distgrad::optim {
 
@@ -39,22 +46,27 @@ class MetaOptimizer {
   const nn::ParamDict& params() const { return params_; }
   // "MetaSGD", "MetaAdam": used in errors.
   const std::string& name() const { return name_; }
+  // How many times step() has run: the count the next step's learning rate is scheduled for.
+  int64_t step_count() const { return step_count_; }
 
  protected:
-  // Every entry of `params` must be defined; errors name the entry.
-  MetaOptimizer(std::string name, nn::ParamDict params);
+  // Every entry of `params` must be defined; errors name the entry. `lr` gives each step's
+  // learning rate from step_count().
+  MetaOptimizer(std::string name, nn::ParamDict params, Schedule lr);
 
   // How many entries are optimized (required grad at construction); update()'s `index`
   // counts among those only, in the ParamDict's order.
   size_t num_optimized() const { return optimized_.size(); }
   // The new value of optimized entry `index` from its current value and the gradient of the
-  // loss (defined: unused parameters are not updated). Runs with grad mode as the caller has
-  // it; must use recorded ops only.
-  virtual Tensor update(size_t index, const Tensor& parameter, const Tensor& grad) = 0;
+  // loss (defined: unused parameters are not updated), with learning rate `lr` (this step's).
+  // Runs with grad mode as the caller has it; must use recorded ops only.
+  virtual Tensor update(size_t index, const Tensor& parameter, const Tensor& grad, double lr) = 0;
 
  private:
   std::string name_;
   nn::ParamDict params_;
+  Schedule lr_;
+  int64_t step_count_ = 0;
   std::vector<size_t> optimized_;  // positions in params_ of the entries that required grad
 };
 

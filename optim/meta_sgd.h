@@ -11,10 +11,13 @@
 //
 //   dg::optim::MetaSGD inner(params, 0.01);
 //   dg::optim::MetaSGD with_momentum(params, {.lr = 0.01, .momentum = 0.9, .nesterov = true});
+//   dg::optim::MetaSGD scheduled(params, dg::optim::schedule::linear(0.1, 0.01, 5),
+//                                {.momentum = 0.9});
 //   params = inner.step(loss);
 #pragma once
 
 #include <concepts>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -30,11 +33,18 @@ class MetaSGD : public MetaOptimizer {
   // means default options rather than lr = 0).
   template <std::convertible_to<double> Lr>
   MetaSGD(nn::ParamDict params, Lr lr) : MetaSGD(std::move(params), SGDOptions{.lr = static_cast<double>(lr)}) {}
+  // The learning rate as a schedule of the step count (optim/schedule.h; TorchOpt's
+  // lr=schedule), with `options` for the rest: options.lr is not used.
+  MetaSGD(nn::ParamDict params, Schedule lr, const SGDOptions& options);
+  // MetaSGD(params, schedule::linear(...)): a schedule with default options (a template, so
+  // that `MetaSGD(params, {})` still means default options).
+  template <std::invocable<int64_t> LrSchedule>
+  MetaSGD(nn::ParamDict params, LrSchedule lr) : MetaSGD(std::move(params), Schedule(std::move(lr)), SGDOptions{}) {}
 
   const SGDOptions& options() const { return options_; }
 
  protected:
-  Tensor update(size_t index, const Tensor& parameter, const Tensor& grad) override;
+  Tensor update(size_t index, const Tensor& parameter, const Tensor& grad, double lr) override;
 
  private:
   SGDOptions options_;

@@ -55,28 +55,48 @@ Tensor owned_copy(const Tensor& t, DType dtype, Device device) {
 
 }  // namespace
 
-Optimizer::Optimizer(std::string name, std::vector<Tensor> parameters)
-    : name_(std::move(name)), parameters_(std::move(parameters)), state_(parameters_.size()) {
+Optimizer::Optimizer(std::string name, const std::vector<std::vector<Tensor>>& groups)
+    : name_(std::move(name)), num_groups_(groups.size()) {
+  for (size_t group = 0; group < groups.size(); ++group) {
+    parameters_.insert(parameters_.end(), groups[group].begin(), groups[group].end());
+    group_of_.insert(group_of_.end(), groups[group].size(), group);
+  }
+  state_.resize(parameters_.size());
   DISTGRAD_CHECK(!parameters_.empty(), name_, ": got an empty parameter list");
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& parameter = parameters_[i];
-    DISTGRAD_CHECK(parameter.defined(), name_, ": parameter ", i, " is an undefined tensor");
-    DISTGRAD_CHECK(parameter.requires_grad(), name_, ": parameter ", i, " (a ", parameter.describe(),
+    DISTGRAD_CHECK(parameter.defined(), name_, ": ", describe_parameter(i), " is an undefined tensor");
+    DISTGRAD_CHECK(parameter.requires_grad(), name_, ": ", describe_parameter(i), " (a ", parameter.describe(),
                    ") does not require grad; only leaves that require grad can be optimized");
-    DISTGRAD_CHECK(parameter.is_leaf(), name_, ": parameter ", i, " (a ", parameter.describe(),
+    DISTGRAD_CHECK(parameter.is_leaf(), name_, ": ", describe_parameter(i), " (a ", parameter.describe(),
                    ") is not a leaf (it was computed by a recorded op); optimize the leaves it was computed from");
     for (size_t j = 0; j < i; ++j) {
-      DISTGRAD_CHECK(!parameters_[j].is_same(parameter), name_, ": parameter ", i, " is the same tensor as parameter ",
-                     j);
+      DISTGRAD_CHECK(!parameters_[j].is_same(parameter), name_, ": ", describe_parameter(i), " is the same tensor as ",
+                     describe_parameter(j));
     }
   }
+}
+
+std::string Optimizer::describe_parameter(size_t index) const {
+  std::string description = "parameter " + std::to_string(index);
+  if (num_groups_ > 1) description += " (param group " + std::to_string(group_of_[index]) + ")";
+  return description;
+}
+
+std::string Optimizer::group_context(size_t group) const {
+  return num_groups_ > 1 ? name_ + " (param group " + std::to_string(group) + ")" : name_;
+}
+
+void Optimizer::check_group(size_t group, const char* function) const {
+  DISTGRAD_CHECK(group < num_groups_, name_, ".", function, ": expected a param group index below ", num_groups_,
+                 ", found ", group);
 }
 
 void Optimizer::step() {
   autograd::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor grad = parameters_[i].grad();
-    if (grad.defined()) update(parameters_[i], grad.detach(), state_[i]);
+    if (grad.defined()) update(group_of_[i], parameters_[i], grad.detach(), state_[i]);
   }
 }
 
@@ -112,7 +132,8 @@ void Optimizer::load_state(const nn::ParamDict& state, const std::string& contex
   DISTGRAD_CHECK(stored == static_cast<int64_t>(count), context, ": the state is for ", stored, " parameters ('",
                  kParameterCount, "'), this optimizer has ", count);
 
-  const std::vector<std::string> names = state_names();
+  std::vector<std::vector<std::string>> names_by_group;
+  for (size_t group = 0; group < num_groups_; ++group) names_by_group.push_back(state_names(group));
   std::vector<nn::ParamDict> loaded(count);
   for (const auto& [key, tensor] : state) {
     if (key == kParameterCount) continue;
@@ -122,8 +143,11 @@ void Optimizer::load_state(const nn::ParamDict& state, const std::string& contex
                    "' (expected 'state.<index>.<name>' or '", kParameterCount, "')");
     DISTGRAD_CHECK(index < count, context, ": '", key, "' is for parameter ", index, ", this optimizer has ", count,
                    " parameters");
+    const std::vector<std::string>& names = names_by_group[group_of_[index]];
+    const std::string options = num_groups_ > 1 ? "param group " + std::to_string(group_of_[index]) + "'s options"
+                                                : std::string("these options");
     DISTGRAD_CHECK(std::find(names.begin(), names.end(), name) != names.end(), context, ": '", key, "' is not ", name_,
-                   " state (with these options each parameter's state holds: ", join(names), ")");
+                   " state (with ", options, " each parameter's state holds: ", join(names), ")");
     const Tensor& parameter = parameters_[index];
     if (name == kStep) {
       DISTGRAD_CHECK(tensor.dim() == 0, context, ": '", key, "' is a ", tensor.describe(),
@@ -139,7 +163,7 @@ void Optimizer::load_state(const nn::ParamDict& state, const std::string& contex
   for (size_t i = 0; i < count; ++i) {
     if (loaded[i].empty()) continue;
     nn::ParamDict ordered;
-    for (const std::string& name : names) {
+    for (const std::string& name : names_by_group[group_of_[i]]) {
       const Tensor* tensor = loaded[i].find(name);
       DISTGRAD_CHECK(tensor != nullptr, context, ": parameter ", i, " has state but no '", state_key(i, name),
                      "' entry");

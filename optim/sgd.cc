@@ -32,22 +32,38 @@ void check_sgd_options(const SGDOptions& options, const std::string& optimizer) 
 
 }  // namespace detail
 
-SGD::SGD(std::vector<Tensor> parameters, const SGDOptions& options)
-    : Optimizer("SGD", std::move(parameters)), options_(options) {
-  detail::check_sgd_options(options, name());
+SGD::SGD(std::vector<ParamGroup> groups) : Optimizer("SGD", detail::params_of(groups)), groups_(std::move(groups)) {
+  for (size_t group = 0; group < groups_.size(); ++group) {
+    detail::check_sgd_options(groups_[group].options, group_context(group));
+  }
 }
 
-std::vector<std::string> SGD::state_names() const {
-  if (options_.momentum == 0) return {};
+SGD::SGD(std::vector<Tensor> parameters, const SGDOptions& options)
+    : SGD(std::vector<ParamGroup>{{.params = std::move(parameters), .options = options}}) {}
+
+double SGD::lr(size_t group) const {
+  check_group(group, "lr");
+  return groups_[group].options.lr;
+}
+
+void SGD::set_lr(size_t group, double lr) {
+  check_group(group, "set_lr");
+  detail::check_hyperparameter(lr >= 0, name() + ".set_lr(" + std::to_string(group) + ")", "lr >= 0", lr);
+  groups_[group].options.lr = lr;
+}
+
+std::vector<std::string> SGD::state_names(size_t group) const {
+  if (groups_[group].options.momentum == 0) return {};
   return {"momentum_buffer"};
 }
 
-void SGD::update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
+void SGD::update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
+  const SGDOptions& options = groups_[group].options;
   const Tensor* stored = state.find("momentum_buffer");
   Tensor buffer = stored == nullptr ? Tensor() : *stored;
-  copy_(parameter, sgd_update(options_, parameter, grad, buffer));
+  copy_(parameter, sgd_update(options, parameter, grad, buffer));
   // The first buffer is the gradient (or a tensor made from it): the state keeps its own copy.
-  if (options_.momentum != 0) state.insert("momentum_buffer", stored == nullptr ? clone(buffer) : buffer);
+  if (options.momentum != 0) state.insert("momentum_buffer", stored == nullptr ? clone(buffer) : buffer);
 }
 
 }  // namespace distgrad::optim

@@ -12,6 +12,8 @@
 //
 //   dg::optim::SGD sgd(net.parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
 //   dg::optim::SGD plain(net.parameters(), 0.01);
+//   dg::optim::SGD grouped({{.params = backbone, .options = {.lr = 0.01}},
+//                           {.params = head, .options = {.lr = 0.1}}});
 #pragma once
 
 #include <concepts>
@@ -44,20 +46,28 @@ void check_sgd_options(const SGDOptions& options, const std::string& optimizer);
 
 class SGD : public Optimizer {
  public:
+  using ParamGroup = optim::ParamGroup<SGDOptions>;
+
+  // Parameter groups, each with its options (Note [Optimizer state dict] numbers their
+  // parameters in order).
+  explicit SGD(std::vector<ParamGroup> groups);
+  // One group.
   SGD(std::vector<Tensor> parameters, const SGDOptions& options);
   // SGD(params, 0.01): the learning rate alone (a template, so that `SGD(params, {})` means
   // default options rather than lr = 0).
   template <std::convertible_to<double> Lr>
   SGD(std::vector<Tensor> parameters, Lr lr) : SGD(std::move(parameters), SGDOptions{.lr = static_cast<double>(lr)}) {}
 
-  const SGDOptions& options() const { return options_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(size_t group) const override;
+  void set_lr(size_t group, double lr) override;
 
  protected:
-  void update(const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) override;
-  std::vector<std::string> state_names() const override;
+  void update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) override;
+  std::vector<std::string> state_names(size_t group) const override;
 
  private:
-  SGDOptions options_;
+  std::vector<ParamGroup> groups_;
 };
 
 }  // namespace distgrad::optim

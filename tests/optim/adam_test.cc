@@ -207,16 +207,16 @@ TEST(AdamW, MatchesTorchOptim) {
 
 TEST(Adam, DefaultsAreTorchs) {
   const Tensor p = leaf({1.0}, {1});
-  const AdamOptions adam = Adam({p}, {}).options();
+  const AdamOptions adam = Adam({p}, {}).param_groups()[0].options;
   EXPECT_EQ(adam.lr, 1e-3);
   EXPECT_EQ(adam.betas[0], 0.9);
   EXPECT_EQ(adam.betas[1], 0.999);
   EXPECT_EQ(adam.eps, 1e-8);
   EXPECT_EQ(adam.weight_decay, 0);
   EXPECT_FALSE(adam.amsgrad);
-  EXPECT_EQ(AdamW({p}, {}).options().weight_decay, 1e-2);
-  EXPECT_EQ(AdamW({p}, 0.5).options().weight_decay, 1e-2);
-  EXPECT_EQ(Adam({p}, 3e-4).options().lr, 3e-4);  // Adam outer(net.parameters(), 1e-3)
+  EXPECT_EQ(AdamW({p}, {}).param_groups()[0].options.weight_decay, 1e-2);
+  EXPECT_EQ(AdamW({p}, 0.5).param_groups()[0].options.weight_decay, 1e-2);
+  EXPECT_EQ(Adam({p}, 3e-4).lr(0), 3e-4);  // Adam outer(net.parameters(), 1e-3)
   EXPECT_EQ(AdamW({p}, {}).name(), "AdamW");
 }
 

@@ -152,10 +152,11 @@ TEST(SGD, MatchesTorchOptim) {
 
 TEST(SGD, LearningRateAsSecondArgument) {
   const Tensor p = leaf({1.0}, {1});
-  EXPECT_EQ(SGD({p}, 0.25).options().lr, 0.25);
-  EXPECT_EQ(SGD({p}, 1).options().lr, 1.0);
-  EXPECT_EQ(SGD({p}, {}).options().lr, 1e-3);  // default options, not lr = 0
-  EXPECT_EQ(SGD({p}, {.lr = 0.5, .momentum = 0.9}).options().momentum, 0.9);
+  EXPECT_EQ(SGD({p}, 0.25).lr(0), 0.25);
+  EXPECT_EQ(SGD({p}, 1).lr(0), 1.0);
+  EXPECT_EQ(SGD({p}, {}).lr(0), 1e-3);  // default options, not lr = 0
+  EXPECT_EQ(SGD({p}, {.lr = 0.5, .momentum = 0.9}).param_groups()[0].options.momentum, 0.9);
+  EXPECT_EQ(SGD({p}, {.lr = 0.5}).num_param_groups(), 1u);
 }
 
 TEST(SGD, ZeroGradResetsGradsToUndefined) {
