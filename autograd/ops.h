@@ -65,8 +65,8 @@ Tensor relu(const Tensor& t);
 // ReLU's backward from its output (differentiable in grad, for double backward).
 Tensor relu_backward(const Tensor& grad, const Tensor& result);
 Tensor gelu(const Tensor& t);
-// torch.nn.functional's activations, composed of the ops above with PyTorch's formulas (floating
-// tensors only):
+// torch.nn.functional's activations with PyTorch's formulas and derivatives of every order
+// (autograd/ops/activation.cc; floating tensors only):
 //   silu(x) = x * sigmoid(x)
 //   leaky_relu(x) = x where x > 0, else negative_slope * x
 //   elu(x) = x where x > 0, else alpha * expm1(x)

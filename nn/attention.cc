@@ -172,8 +172,8 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     scores = reshape(scores, {batch, heads, queries, keys});
     if (additive.defined()) scores = add(scores, additive);
     Tensor weights = softmax(scores, -1);
-    result.weights = call.average_attn_weights ? mean(weights, {1}) : weights;
     if (dropout_p > 0) weights = dropout(weights, dropout_p, true);
+    result.weights = call.average_attn_weights ? mean(weights, {1}) : weights;  // after dropout, as PyTorch's
     attended =
         reshape(matmul(reshape(weights, {batch * heads, queries, keys}), reshape(v, {batch * heads, keys, head_dim})),
                 {batch, heads, queries, head_dim});

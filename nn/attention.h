@@ -20,10 +20,10 @@ namespace distgrad::nn {
 struct ScaledDotProductAttentionOptions {
   // Broadcast to [..., L, S]: a bool mask says which keys each query may attend to (true: it
   // may); a floating one is added to the scores.
-  Tensor attn_mask;
-  double dropout_p = 0;         // dropout on the attention weights (applied whenever > 0, as in PyTorch)
-  bool is_causal = false;       // query i attends to keys 0..i (top-left aligned); excludes attn_mask
-  std::optional<double> scale;  // 1 / sqrt(E) when absent
+  Tensor attn_mask{};
+  double dropout_p = 0;           // dropout on the attention weights (applied whenever > 0, as in PyTorch)
+  bool is_causal = false;         // query i attends to keys 0..i (top-left aligned); excludes attn_mask
+  std::optional<double> scale{};  // 1 / sqrt(E) when absent
 };
 
 // softmax(q k^T * scale + mask) v for query [..., L, E], key [..., S, E] and value [..., S, Ev]
@@ -43,18 +43,18 @@ struct MultiheadAttentionOptions {
 // The masks and choices of one MultiheadAttention call (torch's forward arguments).
 struct MultiheadAttentionCall {
   // bool [batch, S]: true marks a key to ignore (padding), as in PyTorch; or floating, added.
-  Tensor key_padding_mask;
+  Tensor key_padding_mask{};
   // [L, S] or [batch * num_heads, L, S]; bool: true marks a pair NOT allowed to attend (PyTorch's
   // convention for this module, the opposite of scaled_dot_product_attention's); or floating, added.
-  Tensor attn_mask;
+  Tensor attn_mask{};
   bool need_weights = true;          // also return the attention weights
   bool average_attn_weights = true;  // weights averaged over heads [batch, L, S], else [batch, heads, L, S]
   bool is_causal = false;            // a causal mask, when attn_mask is not given
 };
 
 struct AttentionOutput {
-  Tensor output;   // like query
-  Tensor weights;  // undefined unless need_weights
+  Tensor output{};   // like query
+  Tensor weights{};  // undefined unless need_weights
 };
 
 // Multi-head attention with torch's parameters and names: in_proj_weight [3E, E] (xavier

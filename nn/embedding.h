@@ -20,7 +20,7 @@ namespace distgrad::nn {
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
 struct EmbeddingOptions {
-  std::optional<int64_t> padding_idx;  // that row starts at zeros and is never trained
+  std::optional<int64_t> padding_idx{};  // that row starts at zeros and is never trained
 };
 
 // weight starts as N(0, 1) from the default generator, as in PyTorch.

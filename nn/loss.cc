@@ -223,7 +223,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   const Tensor difference = input - target;
   const Tensor magnitude = abs(difference);
   if (beta == 0) return reduce("smooth_l1_loss", magnitude, reduction);
-  const Tensor losses = where(lt(magnitude, beta), difference * difference * (0.5 / beta), magnitude - 0.5 * beta);
+  const Tensor losses = where(lt(magnitude, beta), difference * difference * 0.5 / beta, magnitude - 0.5 * beta);
   return reduce("smooth_l1_loss", losses, reduction);
 }
 

@@ -40,12 +40,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 // cross_entropy also takes class probabilities: a floating target of the logits' shape [N, C]
 // (then ignore_index does not apply and kMean divides by N).
 struct NllLossOptions {
-  Tensor weight;
+  Tensor weight{};
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::kMean;
 };
 struct CrossEntropyOptions {
-  Tensor weight;
+  Tensor weight{};
   int64_t ignore_index = -100;
   double label_smoothing = 0;
   Reduction reduction = Reduction::kMean;
@@ -64,8 +64,8 @@ Tensor binary_cross_entropy(const Tensor& probabilities, const Tensor& target, R
 // pos_weight (broadcast along the last dim, e.g. [classes]) weighs the positive examples, weight
 // (broadcast to the input) each element.
 struct BinaryCrossEntropyWithLogitsOptions {
-  Tensor weight;
-  Tensor pos_weight;
+  Tensor weight{};
+  Tensor pos_weight{};
   Reduction reduction = Reduction::kMean;
 };
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,

@@ -35,8 +35,8 @@ struct TransformerEncoderLayerOptions {
 // The masks of one call (torch's forward arguments src_mask, src_key_padding_mask, is_causal),
 // with MultiheadAttention's conventions (bool true: not allowed / padding).
 struct EncoderLayerCall {
-  Tensor src_mask;
-  Tensor src_key_padding_mask;
+  Tensor src_mask{};
+  Tensor src_key_padding_mask{};
   bool is_causal = false;
 };
 

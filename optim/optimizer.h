@@ -49,7 +49,7 @@ namespace distgrad::optim {
 //   SGD sgd({{.params = backbone, .options = slow}, {.params = head, .options = base}});
 template <typename Options>
 struct ParamGroup {
-  std::vector<Tensor> params;
+  std::vector<Tensor> params{};
   Options options = {};
 };
 

@@ -1,13 +1,21 @@
-// Differentiable activations composed of other ops (autograd/ops.h): each is written with the
-// formula PyTorch's kernel uses, so that values and gradients (of any order, by composition)
-// match it; branches not taken are fed values that keep their gradients finite.
+// Differentiable activations (autograd/ops.h), with the formulas of PyTorch's kernels and of its
+// derivatives: composed of other ops where their derivatives are PyTorch's at every point, recorded
+// with a backward formula of differentiable ops where a kink (elu at 0) or an |x| (logsigmoid)
+// would make the composition's second derivative differ from PyTorch's. Branches not taken are fed
+// values that keep their gradients finite.
 #include <cmath>
 
+#include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/ops.h"
 
 namespace distgrad {
+
+using autograd::BackwardContext;
+using autograd::record;
+using autograd::TensorList;
+
 namespace {
 
 void check_floating_input(const char* op, const Tensor& t) {
@@ -29,9 +37,18 @@ Tensor leaky_relu(const Tensor& t, double negative_slope) {
 
 Tensor elu(const Tensor& t, double alpha) {
   check_floating_input("elu", t);
-  const Tensor positive = gt(t, 0.0);
-  // expm1 sees 0 where x > 0, so that a large x does not turn its unused gradient into inf * 0.
-  return where(positive, t, mul(expm1(masked_fill(t, positive, 0.0)), alpha));
+  Tensor result = untracked::where(untracked::gt(t, 0.0), t, untracked::mul(untracked::expm1(t), alpha));
+  if (auto node = record("EluBackward", {&t}, {&result}, [alpha](const BackwardContext& ctx) {
+        const Tensor& x = ctx.saved[0];
+        // The slope is 1 where x > 0 and alpha exp(x) elsewhere (x = 0 included); its exponential
+        // sees x only where x < 0 (a constant 0 elsewhere), so that the second derivative is
+        // alpha exp(x) where x < 0 and 0 from x = 0 on, as PyTorch's elu_double_backward.
+        const Tensor slope = where(gt(x, 0.0), ones_like(x), mul(exp(masked_fill(x, ge(x, 0.0), 0.0)), alpha));
+        return TensorList{mul(ctx.grads[0], slope)};
+      })) {
+    node->save(t);
+  }
+  return result;
 }
 
 Tensor softplus(const Tensor& t, double beta, double threshold) {
@@ -43,7 +60,15 @@ Tensor softplus(const Tensor& t, double beta, double threshold) {
 
 Tensor logsigmoid(const Tensor& t) {
   check_floating_input("logsigmoid", t);
-  return sub(minimum(t, zeros_like(t)), log1p(exp(neg(abs(t)))));
+  Tensor result = untracked::sub(untracked::minimum(t, zeros_like(t)),
+                                 untracked::log1p(untracked::exp(untracked::neg(untracked::abs(t)))));
+  // d/dx log sigmoid(x) = sigmoid(-x): smooth to any order, 0 included (PyTorch's double backward).
+  if (auto node = record("LogSigmoidBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
+        return TensorList{mul(ctx.grads[0], sigmoid(neg(ctx.saved[0])))};
+      })) {
+    node->save(t);
+  }
+  return result;
 }
 
 Tensor hardtanh(const Tensor& t, double min_val, double max_val) {

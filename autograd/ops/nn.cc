@@ -165,8 +165,8 @@ Tensor grouped_conv2d(const Tensor& input, const Tensor& weight, const Tensor& b
   const Tensor columns = im2col(x, window);  // [N, C kh kw, L]
   const int64_t patch = columns.size(1) / groups, windows = columns.size(2);
   // [groups, patch, N L]: each group's columns for every image side by side.
-  const Tensor by_group =
-      reshape(transpose(reshape(columns, {batch, groups, patch, windows}), 0, 1), {groups, patch, batch * windows});
+  const Tensor by_group = reshape(permute(reshape(columns, {batch, groups, patch, windows}), {1, 2, 0, 3}),
+                                  {groups, patch, batch * windows});
   const Tensor products = matmul(reshape(weight, {groups, out_channels / groups, patch}), by_group);
   const int64_t out_h =
       (x.size(2) + 2 * options.padding[0] - options.dilation[0] * (weight.size(2) - 1) - 1) / options.stride[0] + 1;

@@ -4,13 +4,17 @@
 // TransformerEncoderLayer, ModuleList, ModuleDict): values against loops written out here,
 // gradients of first and second order in float64, PyTorch's parameter names, and errors.
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
 #include "nn/containers.h"
+#include "nn/conv2d.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -361,6 +365,51 @@ TEST(TransformerEncoderLayer, DropoutOnlyInTraining) {
   EXPECT_NE(values(layer.forward(x)), values(layer.forward(x)));
   layer.eval();
   EXPECT_EQ(values(layer.forward(x)), values(layer.forward(x)));
+}
+
+TEST(GroupedConv2d, EqualsEachGroupsConvolutionSideBySide) {
+  const Tensor x = randn({2, 6, 5, 4}, kDouble), weight = randn({4, 3, 3, 2}, kDouble), bias = randn({4}, kDouble);
+  const Conv2dOptions options{.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}};
+  Conv2dOptions grouped = options;
+  grouped.groups = 2;
+  const Tensor expected = cat({conv2d(narrow(x, 1, 0, 3), narrow(weight, 0, 0, 2), narrow(bias, 0, 0, 2), options),
+                               conv2d(narrow(x, 1, 3, 3), narrow(weight, 0, 2, 2), narrow(bias, 0, 2, 2), options)},
+                              1);
+  expect_values_near(conv2d(x, weight, bias, grouped), values(expected));
+  // Depthwise, unbatched: each channel with its own filter.
+  const Tensor image = randn({3, 4, 4}, kDouble), filters = randn({3, 1, 2, 2}, kDouble);
+  std::vector<Tensor> channels;
+  for (int64_t c = 0; c < 3; ++c) channels.push_back(conv2d(narrow(image, 0, c, 1), narrow(filters, 0, c, 1)));
+  expect_values_near(conv2d(image, filters, {}, {.groups = 3}), values(cat(channels, 0)));
+  EXPECT_ERROR_CONTAINS(conv2d(x, weight, {}, {.groups = 4}),
+                        "conv2d: expected groups to divide the input's 6 channels");
+  EXPECT_ERROR_CONTAINS(nn::Conv2d(6, 4, 3, {.groups = 4}),
+                        "Conv2d: expected groups to divide in_channels and out_channels");
+}
+
+// PyTorch's derivatives at the kinks and at 0 (its elu_double_backward and log_sigmoid_double_backward).
+TEST(Activations, SecondDerivativesAtZeroAreTorchs) {
+  const auto second_derivative = [](const std::function<Tensor(const Tensor&)>& f, double at) {
+    const Tensor x = from_vector<double>({at});
+    x.requires_grad_();
+    const Tensor slope = autograd::grad({f(x)}, {x}, {.create_graph = true})[0];
+    return std::pair{slope.item<double>(), autograd::grad({slope}, {x})[0].item<double>()};
+  };
+  const auto [elu_slope, elu_curvature] = second_derivative([](const Tensor& x) { return elu(x, 0.7); }, 0.0);
+  EXPECT_DOUBLE_EQ(elu_slope, 0.7);
+  EXPECT_EQ(elu_curvature, 0.0);
+  EXPECT_NEAR(second_derivative([](const Tensor& x) { return elu(x, 0.7); }, -0.5).second, 0.7 * std::exp(-0.5), 1e-15);
+  const auto [logsigmoid_slope, logsigmoid_curvature] =
+      second_derivative([](const Tensor& x) { return logsigmoid(x); }, 0.0);
+  EXPECT_DOUBLE_EQ(logsigmoid_slope, 0.5);
+  EXPECT_DOUBLE_EQ(logsigmoid_curvature, -0.25);
+  const auto slope_at = [](const std::function<Tensor(const Tensor&)>& f, double at) {
+    const Tensor x = from_vector<double>({at});
+    x.requires_grad_();
+    return autograd::grad({f(x)}, {x})[0].item<double>();
+  };
+  EXPECT_DOUBLE_EQ(slope_at([](const Tensor& x) { return leaky_relu(x, 0.2); }, 0.0), 0.2);
+  EXPECT_EQ(slope_at([](const Tensor& x) { return hardtanh(x, -1, 1); }, 1.0), 0.0);
 }
 
 TEST(Containers, ModuleListAndModuleDictRegisterTheirModules) {
