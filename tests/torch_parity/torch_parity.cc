@@ -1,0 +1,141 @@
+// distgrad's side of the parity check against PyTorch (run_torch_parity.sh drives it): reads the
+// inputs and PyTorch's outputs that torch_reference.py wrote into DIR, computes the same cases
+// (values, first and second derivatives, each case under the same name) and fails, naming each
+// case, where any element differs from PyTorch's by more than 1e-13 relative to the largest
+// magnitude of PyTorch's tensor.
+//
+//   torch_parity DIR
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "distgrad.h"
+
+namespace dg = distgrad;
+using dg::Tensor;
+using dg::autograd::TensorList;
+
+std::map<std::string, Tensor> in, ref;
+double worst = 0;
+int compared = 0, failed = 0;
+
+void compare(const std::string& name, const Tensor& ours) {
+  auto it = ref.find(name);
+  if (it == ref.end()) { std::printf("MISSING reference %s\n", name.c_str()); ++failed; return; }
+  const Tensor& theirs = it->second;
+  if (ours.sizes() != theirs.sizes()) {
+    std::printf("SHAPE %s: ours %s, torch %s\n", name.c_str(), dg::shape_str(ours.sizes()).c_str(), dg::shape_str(theirs.sizes()).c_str());
+    ++failed; return;
+  }
+  const std::vector<double> a = dg::to(dg::contiguous(ours.detach()), dg::kFloat64).to_vector<double>();
+  const std::vector<double> b = theirs.to_vector<double>();
+  double scale = 0, err = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) scale = std::max(scale, std::abs(b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::isinf(b[i]) && a[i] == b[i]) continue;
+    const double e = std::abs(a[i] - b[i]) / std::max(scale, 1e-300);
+    if (!(e <= err)) { err = e; at = i; }
+  }
+  ++compared;
+  worst = std::max(worst, err);
+  if (!(err <= 1e-13)) {
+    std::printf("DIFF %s: max relative error %.3g at %zu: ours %.17g, torch %.17g\n", name.c_str(), err, at, a[at], b[at]);
+    ++failed;
+  }
+}
+
+Tensor leaf(const std::string& name) { Tensor t = dg::clone(in.at(name)); t.requires_grad_(); return t; }
+
+void record(const std::string& name, const std::function<Tensor(const TensorList&)>& fn, std::vector<std::string> leaves,
+            bool second = true) {
+  TensorList xs;
+  for (auto& l : leaves) xs.push_back(leaf(l));
+  Tensor y = fn(xs);
+  compare(name, y);
+  // A fixed weighting of the outputs (sum(y^2) is nearly constant after a normalisation).
+  const Tensor weights = dg::reshape(dg::cos(dg::arange(y.numel(), {.dtype = dg::kFloat64})), y.sizes());
+  Tensor s = dg::sum(y * weights) + dg::sum(y * y) / 2.0;
+  TensorList gs = dg::autograd::grad({s}, xs, {.create_graph = second, .allow_unused = true});
+  for (size_t i = 0; i < xs.size(); ++i) compare(name + ".grad." + leaves[i], gs[i].defined() ? gs[i] : dg::zeros_like(xs[i]));
+  if (!second) return;
+  Tensor total;
+  for (auto& g : gs) if (g.defined()) total = total.defined() ? total + dg::sum(g * g) : dg::sum(g * g);
+  TensorList ggs = dg::autograd::grad({total}, xs, {.allow_unused = true});
+  for (size_t i = 0; i < xs.size(); ++i) compare(name + ".gg." + leaves[i], ggs[i].defined() ? ggs[i] : dg::zeros_like(xs[i]));
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: torch_parity DIR (with torch_reference.py's two files)\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  for (auto& [n, t] : dg::load_safetensors(dir + "/inputs.safetensors").tensors) in[n] = t;
+  for (auto& [n, t] : dg::load_safetensors(dir + "/torch_outputs.safetensors").tensors) ref[n] = t;
+  namespace nn = dg::nn;
+  using In = const TensorList&;
+  record("silu", [](In x) { return dg::silu(x[0]); }, {"x"});
+  record("leaky_relu", [](In x) { return dg::leaky_relu(x[0], 0.2); }, {"x"});
+  record("elu", [](In x) { return dg::elu(x[0], 0.7); }, {"x"});
+  record("softplus", [](In x) { return dg::softplus(x[0], 1.5, 20); }, {"x"});
+  record("logsigmoid", [](In x) { return dg::logsigmoid(x[0]); }, {"x"});
+  record("hardtanh", [](In x) { return dg::hardtanh(x[0], -1.5, 2.0); }, {"x"});
+  record("expm1", [](In x) { return dg::expm1(x[0]); }, {"x"});
+  record("amax", [](In x) { return dg::amax(x[0], {0, 2}); }, {"cube"});
+  record("amin", [](In x) { return dg::amin(x[0], {1}, true); }, {"cube"});
+  record("prod_dim", [](In x) { return dg::prod(x[0], 1); }, {"prodz"});
+  record("prod_all", [](In x) { return dg::prod(x[0]); }, {"prodz"});
+  record("prod_nozero", [](In x) { return dg::prod(x[0], 2); }, {"cube"});
+  record("cumsum", [](In x) { return dg::cumsum(x[0], 1); }, {"cube"});
+  record("layer_norm", [](In x) { return nn::layer_norm(x[0], {8}, x[1], x[2]); }, {"ln_x", "ln_w", "ln_b"});
+  record("layer_norm2", [](In x) { return nn::layer_norm(x[0], {3, 8}); }, {"ln_x"});
+  record("group_norm", [](In x) { return nn::group_norm(x[0], 3, x[1], x[2]); }, {"gn_x", "gn_w", "gn_b"});
+  record("conv_grouped", [](In x) { return dg::conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 2}); }, {"img", "cw", "cb"});
+  record("maxpool_ceil", [](In x) { return dg::max_pool2d(x[0], {.kernel_size = {2, 3}, .stride = {2, 2}, .ceil_mode = true}).values; }, {"img"});
+  record("maxpool_ceil_pad", [](In x) { return dg::max_pool2d(x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}).values; }, {"img"});
+  record("adaptive", [](In x) { return nn::adaptive_avg_pool2d(x[0], {3, 4}); }, {"img"});
+  record("pad_reflect", [](In x) { return nn::pad(x[0], {2, 1, 1, 3}, nn::PadMode::kReflect); }, {"img"});
+  record("pad_replicate", [](In x) { return nn::pad(x[0], {2, 1, 1, 3}, nn::PadMode::kReplicate); }, {"img"});
+  record("pad_circular", [](In x) { return nn::pad(x[0], {2, 1, 1, 3}, nn::PadMode::kCircular); }, {"img"});
+  record("pad_constant", [](In x) { return nn::pad(x[0], {2, -1, 1, 3}, nn::PadMode::kConstant, 0.5); }, {"img"});
+  record("sdpa", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2]); }, {"q", "k", "v"});
+  record("sdpa_causal", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true}); }, {"q", "k", "v"});
+  record("sdpa_mask", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = dg::to(in.at("mask"), dg::kBool), .scale = 0.7}); }, {"q", "k", "v"});
+  record("bce_logits", [](In x) { return nn::binary_cross_entropy_with_logits(x[0], in.at("bin_t"), {.pos_weight = in.at("posw")}); }, {"a"});
+  record("bce_logits_w", [](In x) { return nn::binary_cross_entropy_with_logits(x[0], in.at("bin_t"), {.weight = dg::abs(in.at("b")), .reduction = nn::Reduction::kSum}); }, {"a"});
+  record("ce_weight", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.weight = in.at("cw4")}); }, {"logits"});
+  record("ce_ignore", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.ignore_index = 1}); }, {"logits"});
+  record("ce_smooth", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.weight = in.at("cw4"), .ignore_index = 3, .label_smoothing = 0.15}); }, {"logits"});
+  record("ce_smooth_none", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.label_smoothing = 0.15, .reduction = nn::Reduction::kNone}); }, {"logits"});
+  record("ce_probs", [](In x) { return nn::cross_entropy(x[0], in.at("probs"), {.label_smoothing = 0.1}); }, {"logits"});
+  record("nll_weight_sum", [](In x) { return nn::nll_loss(dg::log_softmax(x[0], 1), in.at("labels"), {.weight = in.at("cw4"), .reduction = nn::Reduction::kSum}); }, {"logits"});
+  record("smooth_l1", [](In x) { return nn::smooth_l1_loss(x[0], in.at("b"), nn::Reduction::kMean, 0.7); }, {"a"});
+  record("huber", [](In x) { return nn::huber_loss(x[0], in.at("b"), nn::Reduction::kSum, 0.7); }, {"a"});
+  record("kl", [](In x) { return nn::kl_div(dg::log_softmax(x[0], 1), in.at("probs"), nn::Reduction::kBatchMean); }, {"a"});
+  record("kl_log", [](In x) { return nn::kl_div(dg::log_softmax(x[0], 1), dg::log_softmax(in.at("b"), 1), nn::Reduction::kSum, true); }, {"a"});
+  record("embedding", [](In x) { return nn::embedding(in.at("ids"), x[0], 1); }, {"emb_w"}, false);
+  nn::MultiheadAttention mha(8, 2, {.batch_first = true}, {.dtype = dg::kFloat64});
+  nn::TransformerEncoderLayer enc(8, 2, {.dim_feedforward = 12, .dropout = 0.0, .batch_first = true}, {.dtype = dg::kFloat64});
+  dg::nn::ParamDict mha_state, enc_state;
+  for (auto& [n, t] : in) {
+    if (n.rfind("mha.", 0) == 0) mha_state.insert(n.substr(4), t);
+    if (n.rfind("enc.", 0) == 0) enc_state.insert(n.substr(4), t);
+  }
+  mha.load_state_dict(mha_state);
+  enc.load_state_dict(enc_state);
+  const Tensor padding = dg::to(in.at("kpm"), dg::kBool);
+  record("mha", [&](In x) {
+    auto r = mha.forward(x[0], x[0], x[0], {.key_padding_mask = padding});
+    compare("mha_weights", r.weights);
+    return r.output;
+  }, {"seq"});
+  record("encoder", [&](In x) { return enc.forward(x[0], {.is_causal = true}); }, {"seq"});
+  std::printf("%d tensors compared with PyTorch's, %d differ beyond 1e-13 relative; largest difference %.3g\n",
+              compared, failed, worst);
+  return failed ? 1 : 0;
+}
