@@ -40,6 +40,7 @@
 #include "nn/sequential.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/meta_adam.h"
 #include "optim/meta_sgd.h"

@@ -24,11 +24,17 @@ int compared = 0, failed = 0;
 
 void compare(const std::string& name, const Tensor& ours) {
   auto it = ref.find(name);
-  if (it == ref.end()) { std::printf("MISSING reference %s\n", name.c_str()); ++failed; return; }
+  if (it == ref.end()) {
+    std::printf("MISSING reference %s\n", name.c_str());
+    ++failed;
+    return;
+  }
   const Tensor& theirs = it->second;
   if (ours.sizes() != theirs.sizes()) {
-    std::printf("SHAPE %s: ours %s, torch %s\n", name.c_str(), dg::shape_str(ours.sizes()).c_str(), dg::shape_str(theirs.sizes()).c_str());
-    ++failed; return;
+    std::printf("SHAPE %s: ours %s, torch %s\n", name.c_str(), dg::shape_str(ours.sizes()).c_str(),
+                dg::shape_str(theirs.sizes()).c_str());
+    ++failed;
+    return;
   }
   const std::vector<double> a = dg::to(dg::contiguous(ours.detach()), dg::kFloat64).to_vector<double>();
   const std::vector<double> b = theirs.to_vector<double>();
@@ -39,20 +45,28 @@ void compare(const std::string& name, const Tensor& ours) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
     if (std::isinf(b[i]) && a[i] == b[i]) continue;
     const double e = std::abs(a[i] - b[i]) / std::max(scale, 1e-300);
-    if (!(e <= err)) { err = e; at = i; }
+    if (!(e <= err)) {
+      err = e;
+      at = i;
+    }
   }
   ++compared;
   worst = std::max(worst, err);
   if (!(err <= 1e-13)) {
-    std::printf("DIFF %s: max relative error %.3g at %zu: ours %.17g, torch %.17g\n", name.c_str(), err, at, a[at], b[at]);
+    std::printf("DIFF %s: max relative error %.3g at %zu: ours %.17g, torch %.17g\n", name.c_str(), err, at, a[at],
+                b[at]);
     ++failed;
   }
 }
 
-Tensor leaf(const std::string& name) { Tensor t = dg::clone(in.at(name)); t.requires_grad_(); return t; }
+Tensor leaf(const std::string& name) {
+  Tensor t = dg::clone(in.at(name));
+  t.requires_grad_();
+  return t;
+}
 
-void record(const std::string& name, const std::function<Tensor(const TensorList&)>& fn, std::vector<std::string> leaves,
-            bool second = true) {
+void record(const std::string& name, const std::function<Tensor(const TensorList&)>& fn,
+            std::vector<std::string> leaves, bool second = true) {
   TensorList xs;
   for (auto& l : leaves) xs.push_back(leaf(l));
   Tensor y = fn(xs);
@@ -61,12 +75,15 @@ void record(const std::string& name, const std::function<Tensor(const TensorList
   const Tensor weights = dg::reshape(dg::cos(dg::arange(y.numel(), {.dtype = dg::kFloat64})), y.sizes());
   Tensor s = dg::sum(y * weights) + dg::sum(y * y) / 2.0;
   TensorList gs = dg::autograd::grad({s}, xs, {.create_graph = second, .allow_unused = true});
-  for (size_t i = 0; i < xs.size(); ++i) compare(name + ".grad." + leaves[i], gs[i].defined() ? gs[i] : dg::zeros_like(xs[i]));
+  for (size_t i = 0; i < xs.size(); ++i)
+    compare(name + ".grad." + leaves[i], gs[i].defined() ? gs[i] : dg::zeros_like(xs[i]));
   if (!second) return;
   Tensor total;
-  for (auto& g : gs) if (g.defined()) total = total.defined() ? total + dg::sum(g * g) : dg::sum(g * g);
+  for (auto& g : gs)
+    if (g.defined()) total = total.defined() ? total + dg::sum(g * g) : dg::sum(g * g);
   TensorList ggs = dg::autograd::grad({total}, xs, {.allow_unused = true});
-  for (size_t i = 0; i < xs.size(); ++i) compare(name + ".gg." + leaves[i], ggs[i].defined() ? ggs[i] : dg::zeros_like(xs[i]));
+  for (size_t i = 0; i < xs.size(); ++i)
+    compare(name + ".gg." + leaves[i], ggs[i].defined() ? ggs[i] : dg::zeros_like(xs[i]));
 }
 
 int main(int argc, char** argv) {
@@ -95,32 +112,82 @@ int main(int argc, char** argv) {
   record("layer_norm", [](In x) { return nn::layer_norm(x[0], {8}, x[1], x[2]); }, {"ln_x", "ln_w", "ln_b"});
   record("layer_norm2", [](In x) { return nn::layer_norm(x[0], {3, 8}); }, {"ln_x"});
   record("group_norm", [](In x) { return nn::group_norm(x[0], 3, x[1], x[2]); }, {"gn_x", "gn_w", "gn_b"});
-  record("conv_grouped", [](In x) { return dg::conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 2}); }, {"img", "cw", "cb"});
-  record("maxpool_ceil", [](In x) { return dg::max_pool2d(x[0], {.kernel_size = {2, 3}, .stride = {2, 2}, .ceil_mode = true}).values; }, {"img"});
-  record("maxpool_ceil_pad", [](In x) { return dg::max_pool2d(x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}).values; }, {"img"});
+  record("conv_grouped",
+         [](In x) {
+           return dg::conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 2});
+         },
+         {"img", "cw", "cb"});
+  record("maxpool_ceil",
+         [](In x) {
+           return dg::max_pool2d(x[0], {.kernel_size = {2, 3}, .stride = {2, 2}, .ceil_mode = true}).values;
+         },
+         {"img"});
+  record("maxpool_ceil_pad",
+         [](In x) {
+           return dg::max_pool2d(x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+               .values;
+         },
+         {"img"});
   record("adaptive", [](In x) { return nn::adaptive_avg_pool2d(x[0], {3, 4}); }, {"img"});
   record("pad_reflect", [](In x) { return nn::pad(x[0], {2, 1, 1, 3}, nn::PadMode::kReflect); }, {"img"});
   record("pad_replicate", [](In x) { return nn::pad(x[0], {2, 1, 1, 3}, nn::PadMode::kReplicate); }, {"img"});
   record("pad_circular", [](In x) { return nn::pad(x[0], {2, 1, 1, 3}, nn::PadMode::kCircular); }, {"img"});
   record("pad_constant", [](In x) { return nn::pad(x[0], {2, -1, 1, 3}, nn::PadMode::kConstant, 0.5); }, {"img"});
   record("sdpa", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2]); }, {"q", "k", "v"});
-  record("sdpa_causal", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true}); }, {"q", "k", "v"});
-  record("sdpa_mask", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = dg::to(in.at("mask"), dg::kBool), .scale = 0.7}); }, {"q", "k", "v"});
-  record("bce_logits", [](In x) { return nn::binary_cross_entropy_with_logits(x[0], in.at("bin_t"), {.pos_weight = in.at("posw")}); }, {"a"});
-  record("bce_logits_w", [](In x) { return nn::binary_cross_entropy_with_logits(x[0], in.at("bin_t"), {.weight = dg::abs(in.at("b")), .reduction = nn::Reduction::kSum}); }, {"a"});
-  record("ce_weight", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.weight = in.at("cw4")}); }, {"logits"});
+  record("sdpa_causal", [](In x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true}); },
+         {"q", "k", "v"});
+  record("sdpa_mask",
+         [](In x) {
+           return nn::scaled_dot_product_attention(x[0], x[1], x[2],
+                                                   {.attn_mask = dg::to(in.at("mask"), dg::kBool), .scale = 0.7});
+         },
+         {"q", "k", "v"});
+  record("bce_logits",
+         [](In x) { return nn::binary_cross_entropy_with_logits(x[0], in.at("bin_t"), {.pos_weight = in.at("posw")}); },
+         {"a"});
+  record("bce_logits_w",
+         [](In x) {
+           return nn::binary_cross_entropy_with_logits(
+               x[0], in.at("bin_t"), {.weight = dg::abs(in.at("b")), .reduction = nn::Reduction::kSum});
+         },
+         {"a"});
+  record("ce_weight", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.weight = in.at("cw4")}); },
+         {"logits"});
   record("ce_ignore", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.ignore_index = 1}); }, {"logits"});
-  record("ce_smooth", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.weight = in.at("cw4"), .ignore_index = 3, .label_smoothing = 0.15}); }, {"logits"});
-  record("ce_smooth_none", [](In x) { return nn::cross_entropy(x[0], in.at("labels"), {.label_smoothing = 0.15, .reduction = nn::Reduction::kNone}); }, {"logits"});
-  record("ce_probs", [](In x) { return nn::cross_entropy(x[0], in.at("probs"), {.label_smoothing = 0.1}); }, {"logits"});
-  record("nll_weight_sum", [](In x) { return nn::nll_loss(dg::log_softmax(x[0], 1), in.at("labels"), {.weight = in.at("cw4"), .reduction = nn::Reduction::kSum}); }, {"logits"});
+  record("ce_smooth",
+         [](In x) {
+           return nn::cross_entropy(x[0], in.at("labels"),
+                                    {.weight = in.at("cw4"), .ignore_index = 3, .label_smoothing = 0.15});
+         },
+         {"logits"});
+  record("ce_smooth_none",
+         [](In x) {
+           return nn::cross_entropy(x[0], in.at("labels"),
+                                    {.label_smoothing = 0.15, .reduction = nn::Reduction::kNone});
+         },
+         {"logits"});
+  record("ce_probs", [](In x) { return nn::cross_entropy(x[0], in.at("probs"), {.label_smoothing = 0.1}); },
+         {"logits"});
+  record("nll_weight_sum",
+         [](In x) {
+           return nn::nll_loss(dg::log_softmax(x[0], 1), in.at("labels"),
+                               {.weight = in.at("cw4"), .reduction = nn::Reduction::kSum});
+         },
+         {"logits"});
   record("smooth_l1", [](In x) { return nn::smooth_l1_loss(x[0], in.at("b"), nn::Reduction::kMean, 0.7); }, {"a"});
   record("huber", [](In x) { return nn::huber_loss(x[0], in.at("b"), nn::Reduction::kSum, 0.7); }, {"a"});
-  record("kl", [](In x) { return nn::kl_div(dg::log_softmax(x[0], 1), in.at("probs"), nn::Reduction::kBatchMean); }, {"a"});
-  record("kl_log", [](In x) { return nn::kl_div(dg::log_softmax(x[0], 1), dg::log_softmax(in.at("b"), 1), nn::Reduction::kSum, true); }, {"a"});
-  record("embedding", [](In x) { return nn::embedding(in.at("ids"), x[0], 1); }, {"emb_w"}, false);
+  record("kl", [](In x) { return nn::kl_div(dg::log_softmax(x[0], 1), in.at("probs"), nn::Reduction::kBatchMean); },
+         {"a"});
+  record("kl_log",
+         [](In x) {
+           return nn::kl_div(dg::log_softmax(x[0], 1), dg::log_softmax(in.at("b"), 1), nn::Reduction::kSum, true);
+         },
+         {"a"});
+  record(
+      "embedding", [](In x) { return nn::embedding(in.at("ids"), x[0], 1); }, {"emb_w"}, false);
   nn::MultiheadAttention mha(8, 2, {.batch_first = true}, {.dtype = dg::kFloat64});
-  nn::TransformerEncoderLayer enc(8, 2, {.dim_feedforward = 12, .dropout = 0.0, .batch_first = true}, {.dtype = dg::kFloat64});
+  nn::TransformerEncoderLayer enc(8, 2, {.dim_feedforward = 12, .dropout = 0.0, .batch_first = true},
+                                  {.dtype = dg::kFloat64});
   dg::nn::ParamDict mha_state, enc_state;
   for (auto& [n, t] : in) {
     if (n.rfind("mha.", 0) == 0) mha_state.insert(n.substr(4), t);
@@ -129,11 +196,13 @@ int main(int argc, char** argv) {
   mha.load_state_dict(mha_state);
   enc.load_state_dict(enc_state);
   const Tensor padding = dg::to(in.at("kpm"), dg::kBool);
-  record("mha", [&](In x) {
-    auto r = mha.forward(x[0], x[0], x[0], {.key_padding_mask = padding});
-    compare("mha_weights", r.weights);
-    return r.output;
-  }, {"seq"});
+  record("mha",
+         [&](In x) {
+           auto r = mha.forward(x[0], x[0], x[0], {.key_padding_mask = padding});
+           compare("mha_weights", r.weights);
+           return r.output;
+         },
+         {"seq"});
   record("encoder", [&](In x) { return enc.forward(x[0], {.is_causal = true}); }, {"seq"});
   std::printf("%d tensors compared with PyTorch's, %d differ beyond 1e-13 relative; largest difference %.3g\n",
               compared, failed, worst);
