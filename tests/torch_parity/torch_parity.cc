@@ -185,6 +185,87 @@ int main(int argc, char** argv) {
          {"a"});
   record(
       "embedding", [](In x) { return nn::embedding(in.at("ids"), x[0], 1); }, {"emb_w"}, false);
+  // The ops of the first plan, kept to PyTorch's derivatives.
+  record("arithmetic",
+         [](In x) {
+           return (x[0] + x[2]) * x[1] - x[0] / (dg::abs(x[1]) + 0.5) + dg::pow(dg::abs(x[0]) + 0.1, x[1]) +
+                  2.0 / (dg::abs(x[2]) + 1.0);
+         },
+         {"a", "b", "row"});
+  record("maximum_minimum", [](In x) { return dg::maximum(x[0], x[1]) + 2.0 * dg::minimum(x[0], x[1]); }, {"a", "b"});
+  record("unary",
+         [](In x) {
+           const Tensor &a = x[0], &p = x[1];
+           return dg::cat({dg::exp(a), dg::log(p), dg::log1p(p), dg::sqrt(p), dg::rsqrt(p), dg::sin(a), dg::cos(a),
+                           dg::tanh(a), dg::sigmoid(a), dg::relu(a), dg::gelu(a), dg::erf(a), dg::clamp(a, -0.5, 0.7),
+                           dg::abs(a)});
+         },
+         {"a", "pos"});
+  record("reductions",
+         [](In x) {
+           const Tensor& c = x[0];
+           return dg::cat({dg::sum(c, {0, 2}), dg::flatten(dg::mean(c, {1})), dg::flatten(dg::var(c, {2})),
+                           dg::std(c, {0, 1}), dg::flatten(dg::max(c, 1).values), dg::flatten(dg::min(c, 0).values),
+                           dg::reshape(dg::max(c), {1}), dg::flatten(dg::logsumexp(c, {1}))});
+         },
+         {"cube"});
+  record("softmax_family", [](In x) { return dg::cat({dg::softmax(x[0], 1), dg::log_softmax(x[0], 0)}); }, {"a"});
+  record("norms",
+         [](In x) {
+           return dg::stack({dg::norm(x[0]), dg::norm(x[0], 1), dg::norm(x[0], 3), dg::norm(x[0], INFINITY)});
+         },
+         {"a"});
+  record("matmul",
+         [](In x) {
+           const Tensor& a = x[1];
+           return dg::sum(dg::matmul(x[0], dg::narrow(a, 0, 0, 3)), {0}) +
+                  dg::sum(dg::addmm(dg::reshape(dg::narrow(dg::select(a, 0, 0), 0, 0, 2), {2, 1}),
+                                    dg::narrow(dg::narrow(a, 0, 0, 2), 1, 0, 3),
+                                    dg::narrow(dg::narrow(a, 0, 2, 3), 1, 0, 2)));
+         },
+         {"mat", "a"});
+  record("conv2d",
+         [](In x) {
+           return dg::conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}});
+         },
+         {"img", "w_full", "bias3"});
+  record(
+      "pooling",
+      [](In x) {
+        return dg::cat(
+            {dg::flatten(dg::max_pool2d(x[0], {.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 1}}).values),
+             dg::flatten(dg::avg_pool2d(x[0], {.kernel_size = {2, 3}, .padding = {1, 1}, .count_include_pad = false})),
+             dg::flatten(dg::avg_pool2d(x[0], {.kernel_size = {2, 2}}))});
+      },
+      {"img"});
+  record("batch_norm_training", [](In x) { return nn::batch_norm(x[0], {}, {}, x[1], x[2], true); },
+         {"gn_x", "gn_w", "gn_b"});
+  record("indexing",
+         [](In x) {
+           const Tensor &a = x[0], &b = x[1];
+           const Tensor rows = dg::from_vector<int64_t>({4, 0, 4});
+           const Tensor columns = dg::from_vector<int64_t>({0, 3, 1, 1, 2, 0, 3, 3, 0, 0}, {5, 2});
+           return dg::cat({dg::flatten(dg::cat({a, b}, 0)), dg::flatten(dg::stack({a, b}, 2)),
+                           dg::flatten(dg::index_select(a, 0, rows)), dg::flatten(dg::gather(a, 1, columns)),
+                           dg::flatten(dg::where(dg::gt(b, 0.0), a, b)),
+                           dg::flatten(dg::masked_fill(a, dg::lt(b, 0.0), 2.0))});
+         },
+         {"a", "b"});
+  record("scatter_add",
+         [](In x) {
+           const Tensor columns = dg::from_vector<int64_t>({0, 3, 1, 1, 2, 0, 3, 3, 0, 0}, {5, 2});
+           return dg::scatter_add(x[0], 1, columns, dg::narrow(x[1], 1, 0, 2));
+         },
+         {"a", "b"});
+  record("older_losses",
+         [](In x) {
+           return dg::stack({nn::mse_loss(x[0], in.at("b")), nn::nll_loss(dg::log_softmax(x[0], 1), in.at("labels")),
+                             nn::cross_entropy(x[0], in.at("labels"), nn::Reduction::kSum)});
+         },
+         {"a"});
+  // First order only (torch_reference.py says why).
+  record(
+      "binary_cross_entropy", [](In x) { return nn::binary_cross_entropy(x[0], in.at("bin_t")); }, {"probs01"}, false);
   nn::MultiheadAttention mha(8, 2, {.batch_first = true}, {.dtype = dg::kFloat64});
   nn::TransformerEncoderLayer enc(8, 2, {.dim_feedforward = 12, .dropout = 0.0, .batch_first = true},
                                   {.dtype = dg::kFloat64});

@@ -35,6 +35,9 @@ t["logits"] = torch.randn(5, 4, dtype=d); t["labels"] = torch.tensor([1, 0, 3, 2
 t["cw4"] = torch.rand(4, dtype=d) + 0.5
 t["bin_t"] = torch.rand(5, 4, dtype=d); t["posw"] = torch.rand(4, dtype=d) * 3
 t["a"] = torch.randn(5, 4, dtype=d); t["b"] = torch.randn(5, 4, dtype=d)
+t["row"] = torch.randn(4, dtype=d); t["pos"] = torch.rand(5, 4, dtype=d) + 0.5
+t["mat"] = torch.randn(2, 4, 3, dtype=d); t["bias3"] = torch.randn(3, dtype=d)
+t["w_full"] = torch.randn(3, 4, 3, 3, dtype=d); t["probs01"] = torch.rand(5, 4, dtype=d) * 0.9 + 0.05
 t["probs"] = torch.softmax(torch.randn(5, 4, dtype=d), 1); t["probs"][0, 0] = 0.0
 # attention module weights
 mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=d)
@@ -111,6 +114,24 @@ record("huber", lambda a: F.huber_loss(a, t["b"], delta=0.7, reduction="sum"), "
 record("kl", lambda a: F.kl_div(F.log_softmax(a, 1), t["probs"], reduction="batchmean"), "a")
 record("kl_log", lambda a: F.kl_div(F.log_softmax(a, 1), F.log_softmax(t["b"], 1), reduction="sum", log_target=True), "a")
 record("embedding", lambda w: F.embedding(t["ids"], w, padding_idx=1), "emb_w", second=False)
+# The ops of the first plan, kept to PyTorch's derivatives (issue 33: "keep it so").
+record("arithmetic", lambda a, b, r: (a + r) * b - a / (b.abs() + 0.5) + torch.pow(a.abs() + 0.1, b) + 2.0 / (r.abs() + 1), "a", "b", "row")
+record("maximum_minimum", lambda a, b: torch.maximum(a, b) + 2 * torch.minimum(a, b.t().t()), "a", "b")
+record("unary", lambda a, p: torch.cat([torch.exp(a), torch.log(p), torch.log1p(p), torch.sqrt(p), torch.rsqrt(p), torch.sin(a), torch.cos(a), torch.tanh(a), torch.sigmoid(a), torch.relu(a), F.gelu(a), torch.erf(a), torch.clamp(a, -0.5, 0.7), a.abs()]), "a", "pos")
+record("reductions", lambda c: torch.cat([c.sum((0, 2)), c.mean(1).flatten(), c.var(2).flatten(), c.std((0, 1)), c.max(1).values.flatten(), c.min(0).values.flatten(), c.max().reshape(1), torch.logsumexp(c, 1).flatten()]), "cube")
+record("softmax_family", lambda a: torch.cat([torch.softmax(a, 1), torch.log_softmax(a, 0)]), "a")
+record("norms", lambda a: torch.stack([a.norm(), a.norm(1), a.norm(3), a.norm(float("inf"))]), "a")
+record("matmul", lambda m, a: torch.matmul(m, a[:3]) .sum(0) + torch.addmm(a[0, :2].reshape(2, 1), a[:2, :3], a[2:5, :2]).sum(), "mat", "a")
+record("conv2d", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2)), "img", "w_full", "bias3")
+record("pooling", lambda x: torch.cat([F.max_pool2d(x, (3, 2), stride=(2, 1), padding=1).flatten(), F.avg_pool2d(x, (2, 3), padding=1, count_include_pad=False).flatten(), F.avg_pool2d(x, 2).flatten()]), "img")
+record("batch_norm_training", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), "gn_x", "gn_w", "gn_b")
+record("indexing", lambda a, b: torch.cat([torch.cat([a, b], 0).flatten(), torch.stack([a, b], 2).flatten(), a.index_select(0, torch.tensor([4, 0, 4])).flatten(), a.gather(1, torch.tensor([[0, 3], [1, 1], [2, 0], [3, 3], [0, 0]])).flatten(), torch.where(b > 0, a, b).flatten(), a.masked_fill(b < 0, 2.0).flatten()]), "a", "b")
+record("scatter_add", lambda a, b: a.scatter_add(1, torch.tensor([[0, 3], [1, 1], [2, 0], [3, 3], [0, 0]]), b[:, :2]), "a", "b")
+record("older_losses", lambda a: torch.stack([F.mse_loss(a, t["b"]), F.nll_loss(F.log_softmax(a, 1), t["labels"]), F.cross_entropy(a, t["labels"], reduction="sum")]), "a")
+# First order only: PyTorch's double backward of binary_cross_entropy divides by
+# (p + 1e-12)^2 (1 - p + 1e-12)^2, distgrad's derivative of its gradient by (p (1 - p))^2 (about
+# 1e-12 / (p (1 - p)) relative apart; docs/nn.md).
+record("binary_cross_entropy", lambda p: F.binary_cross_entropy(p, t["bin_t"]), "probs01", second=False)
 mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
 mha.load_state_dict({k[4:]: v for k, v in t.items() if k.startswith("mha.")})
 def run_mha(x):
