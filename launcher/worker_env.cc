@@ -45,7 +45,8 @@ std::map<std::string, std::string> worker_environment(const LaunchOptions& optio
   env["DISTGRAD_MAX_RESTARTS"] = std::to_string(options.max_restarts);
   env["DISTGRAD_RUN_ID"] = options.run_id;
   env["DISTGRAD_TOKEN"] = group.token;
-  env["DISTGRAD_USE_AGENT_STORE"] = "1";
+  // Not = "1": GCC 12 warns falsely (-Wrestrict) on assigning a one-character literal (GCC bug 105329).
+  env.insert_or_assign("DISTGRAD_USE_AGENT_STORE", std::string(1, '1'));
   env.try_emplace("OMP_NUM_THREADS", "1");
   if (options.line_buffered) ask_for_line_buffering(group.line_buffer_library, env);
   return env;
