@@ -85,11 +85,9 @@ Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
     : Adam(std::vector<ParamGroup>{{.params = std::move(parameters), .options = options}}) {}
 
 Adam::Adam(std::string name, std::vector<ParamGroup> groups, bool decoupled_weight_decay)
-    : Optimizer(std::move(name), detail::params_of(groups)),
-      groups_(std::move(groups)),
-      decoupled_weight_decay_(decoupled_weight_decay) {
-  for (size_t group = 0; group < groups_.size(); ++group) {
-    detail::check_adam_options(groups_[group].options, group_context(group));
+    : GroupedOptimizer(std::move(name), std::move(groups)), decoupled_weight_decay_(decoupled_weight_decay) {
+  for (size_t group = 0; group < num_param_groups(); ++group) {
+    detail::check_adam_options(options_of(group), group_context(group));
   }
 }
 
@@ -99,24 +97,13 @@ AdamW::AdamW(std::vector<ParamGroup> groups)
 AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
     : AdamW(std::vector<ParamGroup>{{.params = std::move(parameters), .options = options}}) {}
 
-double Adam::lr(size_t group) const {
-  check_group(group, "lr");
-  return groups_[group].options.lr;
-}
-
-void Adam::set_lr(size_t group, double lr) {
-  check_group(group, "set_lr");
-  detail::check_hyperparameter(lr >= 0, name() + ".set_lr(" + std::to_string(group) + ")", "lr >= 0", lr);
-  groups_[group].options.lr = lr;
-}
-
 std::vector<std::string> Adam::state_names(size_t group) const {
-  if (groups_[group].options.amsgrad) return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  if (options_of(group).amsgrad) return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"step", "exp_avg", "exp_avg_sq"};
 }
 
 void Adam::update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
-  const AdamOptions& options = groups_[group].options;
+  const AdamOptions& options = options_of(group);
   AdamState adam;
   if (!state.empty()) {
     adam = {.step = state.at("step").item<int64_t>(),

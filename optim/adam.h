@@ -72,10 +72,8 @@ namespace detail {
 void check_adam_options(const AdamOptions& options, const std::string& optimizer);
 }  // namespace detail
 
-class Adam : public Optimizer {
+class Adam : public GroupedOptimizer<AdamOptions> {
  public:
-  using ParamGroup = optim::ParamGroup<AdamOptions>;
-
   // Parameter groups, each with its options (Note [Optimizer state dict] numbers their
   // parameters in order).
   explicit Adam(std::vector<ParamGroup> groups);
@@ -87,10 +85,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> parameters, Lr lr)
       : Adam(std::move(parameters), AdamOptions{.lr = static_cast<double>(lr)}) {}
 
-  // AdamW's groups hold its options as AdamOptions (eps_root 0).
-  const std::vector<ParamGroup>& param_groups() const { return groups_; }
-  double lr(size_t group) const override;
-  void set_lr(size_t group, double lr) override;
+  // param_groups(), lr(group) and set_lr(group, lr): GroupedOptimizer's (AdamW's groups hold its
+  // options as AdamOptions, eps_root 0).
 
  protected:
   // AdamW's constructor: with `decoupled_weight_decay` the decay scales the parameters
@@ -101,7 +97,6 @@ class Adam : public Optimizer {
   std::vector<std::string> state_names(size_t group) const override;
 
  private:
-  std::vector<ParamGroup> groups_;
   bool decoupled_weight_decay_;
 };
 

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/param_dict.h"
@@ -122,15 +123,41 @@ namespace detail {
 // as `lr >= 0`, which NaN fails.
 void check_hyperparameter(bool ok, const std::string& optimizer, const char* what, double value);
 
-// Each group's parameters, what Optimizer's constructor takes.
-template <typename Options>
-std::vector<std::vector<Tensor>> params_of(const std::vector<ParamGroup<Options>>& groups) {
-  std::vector<std::vector<Tensor>> params;
-  params.reserve(groups.size());
-  for (const ParamGroup<Options>& group : groups) params.push_back(group.params);
-  return params;
-}
-
 }  // namespace detail
+
+// An optimizer whose parameter groups each hold an `Options` struct with an `lr` (SGD, Adam): the
+// groups, param_groups(), and lr / set_lr, written once.
+template <typename Options>
+class GroupedOptimizer : public Optimizer {
+ public:
+  using ParamGroup = optim::ParamGroup<Options>;
+
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(size_t group) const override {
+    check_group(group, "lr");
+    return groups_[group].options.lr;
+  }
+  void set_lr(size_t group, double lr) override {
+    check_group(group, "set_lr");
+    detail::check_hyperparameter(lr >= 0, name() + ".set_lr(" + std::to_string(group) + ")", "lr >= 0", lr);
+    groups_[group].options.lr = lr;
+  }
+
+ protected:
+  GroupedOptimizer(std::string name, std::vector<ParamGroup> groups)
+      : Optimizer(std::move(name), params_of(groups)), groups_(std::move(groups)) {}
+
+  const Options& options_of(size_t group) const { return groups_[group].options; }
+
+ private:
+  static std::vector<std::vector<Tensor>> params_of(const std::vector<ParamGroup>& groups) {
+    std::vector<std::vector<Tensor>> params;
+    params.reserve(groups.size());
+    for (const ParamGroup& group : groups) params.push_back(group.params);
+    return params;
+  }
+
+  std::vector<ParamGroup> groups_;
+};
 
 }  // namespace distgrad::optim

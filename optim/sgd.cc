@@ -32,33 +32,22 @@ void check_sgd_options(const SGDOptions& options, const std::string& optimizer) 
 
 }  // namespace detail
 
-SGD::SGD(std::vector<ParamGroup> groups) : Optimizer("SGD", detail::params_of(groups)), groups_(std::move(groups)) {
-  for (size_t group = 0; group < groups_.size(); ++group) {
-    detail::check_sgd_options(groups_[group].options, group_context(group));
+SGD::SGD(std::vector<ParamGroup> groups) : GroupedOptimizer("SGD", std::move(groups)) {
+  for (size_t group = 0; group < num_param_groups(); ++group) {
+    detail::check_sgd_options(options_of(group), group_context(group));
   }
 }
 
 SGD::SGD(std::vector<Tensor> parameters, const SGDOptions& options)
     : SGD(std::vector<ParamGroup>{{.params = std::move(parameters), .options = options}}) {}
 
-double SGD::lr(size_t group) const {
-  check_group(group, "lr");
-  return groups_[group].options.lr;
-}
-
-void SGD::set_lr(size_t group, double lr) {
-  check_group(group, "set_lr");
-  detail::check_hyperparameter(lr >= 0, name() + ".set_lr(" + std::to_string(group) + ")", "lr >= 0", lr);
-  groups_[group].options.lr = lr;
-}
-
 std::vector<std::string> SGD::state_names(size_t group) const {
-  if (groups_[group].options.momentum == 0) return {};
+  if (options_of(group).momentum == 0) return {};
   return {"momentum_buffer"};
 }
 
 void SGD::update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) {
-  const SGDOptions& options = groups_[group].options;
+  const SGDOptions& options = options_of(group);
   const Tensor* stored = state.find("momentum_buffer");
   Tensor buffer = stored == nullptr ? Tensor() : *stored;
   copy_(parameter, sgd_update(options, parameter, grad, buffer));

@@ -44,10 +44,8 @@ namespace detail {
 void check_sgd_options(const SGDOptions& options, const std::string& optimizer);
 }  // namespace detail
 
-class SGD : public Optimizer {
+class SGD : public GroupedOptimizer<SGDOptions> {
  public:
-  using ParamGroup = optim::ParamGroup<SGDOptions>;
-
   // Parameter groups, each with its options (Note [Optimizer state dict] numbers their
   // parameters in order).
   explicit SGD(std::vector<ParamGroup> groups);
@@ -58,16 +56,11 @@ class SGD : public Optimizer {
   template <std::convertible_to<double> Lr>
   SGD(std::vector<Tensor> parameters, Lr lr) : SGD(std::move(parameters), SGDOptions{.lr = static_cast<double>(lr)}) {}
 
-  const std::vector<ParamGroup>& param_groups() const { return groups_; }
-  double lr(size_t group) const override;
-  void set_lr(size_t group, double lr) override;
+  // param_groups(), lr(group) and set_lr(group, lr): GroupedOptimizer's.
 
  protected:
   void update(size_t group, const Tensor& parameter, const Tensor& grad, nn::ParamDict& state) override;
   std::vector<std::string> state_names(size_t group) const override;
-
- private:
-  std::vector<ParamGroup> groups_;
 };
 
 }  // namespace distgrad::optim
