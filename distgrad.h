@@ -5,6 +5,7 @@
 //   namespace dg = distgrad;
 #pragma once
 
+#include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "autograd/accumulate_grad.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -149,6 +150,7 @@ class GraphTask {
     TensorList outputs;
     {
       GradModeGuard grad_mode(options_.create_graph);
+      AutocastDisabledGuard no_autocast;  // each backward op in its forward op's dtype, as PyTorch's
       outputs = node.apply(std::move(inputs));
     }
     if (!options_.keep_graph) node.release_variables();

@@ -81,12 +81,28 @@ void check_backward_arguments(const char* op, const Tensor& grad_output, const T
   check_per_channel(op, "invstd", invstd, input, /*optional=*/false);
 }
 
+// Converts the defined tensors among `results`, computed in float32, back to a half `dtype`
+// (Note [Half precision compute] in core/op_checks.h).
+void round_back(DType dtype, std::initializer_list<Tensor*> results) {
+  for (Tensor* result : results) {
+    if (result->defined()) *result = to(*result, dtype);
+  }
+}
+
 // batch_norm_backward's gradients into `grad_input` when it is defined (grad_output itself, for
 // batch_norm_backward_), else into fresh tensors.
 BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                             const Tensor& mean, const Tensor& invstd, const BatchNormGradsNeeded& needed,
                             const Tensor& grad_input) {
   check_backward_arguments(op, grad_output, input, weight, mean, invstd);
+  if (is_half(input.dtype())) {
+    using detail::widened;
+    BatchNormGrads grads = run_backward(op, widened(grad_output), widened(input), widened(weight), widened(mean),
+                                        widened(invstd), needed, Tensor());
+    round_back(input.dtype(), {&grads.input, &grads.weight, &grads.bias});
+    if (grad_input.defined() && grads.input.defined()) grads.input = copy_(grad_input, grads.input);
+    return grads;
+  }
   const kernels::DeviceKernels& device = fused_kernels(op, input);
   const Tensor x = contiguous(input);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
@@ -108,6 +124,12 @@ BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Ten
   check_per_channel("batch_norm", "weight", weight, input, /*optional=*/true);
   check_per_channel("batch_norm", "bias", bias, input, /*optional=*/true);
   DISTGRAD_CHECK(eps >= 0, "batch_norm: expected a non-negative eps, found ", eps);
+  if (is_half(input.dtype())) {
+    using detail::widened;
+    BatchNormOutputs result = batch_norm(widened(input), widened(weight), widened(bias), eps);
+    round_back(input.dtype(), {&result.output, &result.mean, &result.var, &result.invstd});
+    return result;
+  }
   const kernels::DeviceKernels& device = fused_kernels("batch_norm", input);
   const Tensor x = contiguous(input);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};
@@ -142,6 +164,14 @@ BatchNormDoubleGrads batch_norm_double_backward(const Tensor& gg_input, const Te
   check_input_shaped(op, "gg_input", gg_input, input, /*optional=*/true);
   check_per_channel(op, "gg_weight", gg_weight, input, /*optional=*/true);
   check_per_channel(op, "gg_bias", gg_bias, input, /*optional=*/true);
+  if (is_half(input.dtype())) {
+    using detail::widened;
+    BatchNormDoubleGrads grads =
+        batch_norm_double_backward(widened(gg_input), widened(gg_weight), widened(gg_bias), widened(grad_output),
+                                   widened(input), widened(weight), widened(mean), widened(invstd), needed);
+    round_back(input.dtype(), {&grads.grad_output, &grads.input, &grads.weight});
+    return grads;
+  }
   const kernels::DeviceKernels& device = fused_kernels(op, input);
   const Tensor x = contiguous(input);
   const TensorOptions like_x{.dtype = x.dtype(), .device = x.device()};

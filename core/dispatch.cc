@@ -12,9 +12,9 @@ const DeviceKernels& kernels_for(Device device) {
 
 namespace distgrad {
 
-void fail_on_storage_dtype(DType dtype, const char* op) {
-  DISTGRAD_FAIL(op, ": ", dtype_name(dtype), " tensors are for storage: they are made, copied, viewed, converted, ",
-                "saved, sent and all-reduced, not computed on; convert with distgrad::to(t, kFloat32) first");
+void fail_on_half_kernel(DType dtype, const char* op) {
+  DISTGRAD_FAIL(op, ": this kernel has no ", dtype_name(dtype),
+                " form (ops compute it in float32 and round the result); convert with distgrad::to(t, kFloat32)");
 }
 
 }  // namespace distgrad

@@ -5,9 +5,9 @@
 //     ...
 //   });
 //
-// float16 and bfloat16 are storage dtypes (core/half.h): tensors of them are made, viewed,
-// copied, converted, saved, sent and all-reduced, and computed on after untracked::to(t, kFloat32).
-// dispatch_dtype refuses them, naming the op; the kernels that move data use
+// float16 and bfloat16 (core/half.h) are computed in float32 and rounded back once per op
+// (Note [Half precision compute] in core/op_checks.h): the ops widen them before reaching a
+// kernel, so dispatch_dtype refuses them, naming the op; the kernels that only move data use
 // dispatch_storage_dtype, which includes them.
 #pragma once
 
@@ -57,9 +57,17 @@ constexpr const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
-// The dtypes ops compute in (float16 and bfloat16 are storage dtypes, see above).
-constexpr bool is_floating(DType dtype) { return dtype == kFloat32 || dtype == kFloat64; }
 constexpr bool is_half(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
+// The floating dtypes (torch.is_floating_point): float32, float64 and the half ones.
+constexpr bool is_floating(DType dtype) { return dtype == kFloat32 || dtype == kFloat64 || is_half(dtype); }
+
+// The dtype two floating dtypes compute in together (torch.promote_types): the wider one, and
+// float32 for float16 with bfloat16 (neither holds the other's values).
+constexpr DType promote_floating(DType a, DType b) {
+  if (a == b) return a;
+  if (a == kFloat64 || b == kFloat64) return kFloat64;
+  return kFloat32;
+}
 
 inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
 
@@ -79,11 +87,11 @@ struct TypeTag {
   using type = T;
 };
 
-// The error of an op that does not compute in half precision.
-[[noreturn]] void fail_on_storage_dtype(DType dtype, const char* op);
+// The error of a kernel reached with float16 or bfloat16, which ops widen to float32 first.
+[[noreturn]] void fail_on_half_kernel(DType dtype, const char* op);
 
 // Calls `fn(TypeTag<T>{})` with the C++ type of `dtype`; float16 and bfloat16 are an error
-// naming `op` (convert with untracked::to(t, kFloat32) first).
+// naming `op` (the ops widen them to float32 before calling a kernel).
 template <typename Fn>
 decltype(auto) dispatch_dtype(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {
@@ -92,7 +100,7 @@ decltype(auto) dispatch_dtype(DType dtype, const char* op, Fn&& fn) {
     case DType::kInt64: return fn(TypeTag<int64_t>{});
     case DType::kBool: return fn(TypeTag<bool>{});
     case DType::kFloat16:
-    case DType::kBFloat16: fail_on_storage_dtype(dtype, op);
+    case DType::kBFloat16: fail_on_half_kernel(dtype, op);
   }
   DISTGRAD_FAIL(op, ": unknown dtype ", static_cast<int>(dtype));
 }
@@ -116,7 +124,7 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, Fn&& fn) {
     case DType::kFloat64: return fn(TypeTag<double>{});
     default: break;
   }
-  DISTGRAD_FAIL(op, ": expected a float32 or float64 tensor, found ", dtype_name(dtype));
+  DISTGRAD_FAIL(op, ": expected a floating tensor, found ", dtype_name(dtype));
 }
 
 }  // namespace distgrad

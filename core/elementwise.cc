@@ -1,5 +1,6 @@
 #include "core/elementwise.h"
 
+#include "core/copy.h"
 #include "core/creation.h"
 #include "core/kernels.h"
 #include "core/op_checks.h"
@@ -32,7 +33,7 @@ void check_accepts(Accepts accepts, const char* op, const Tensor& t) {
       break;
     case Accepts::kFloating:
     case Accepts::kDivision:
-      DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, found a ", t.describe(),
+      DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor, found a ", t.describe(),
                      accepts == Accepts::kDivision && t.dtype() == kInt64
                          ? " (integer division is not supported; convert with distgrad::to)"
                          : "");
@@ -50,8 +51,12 @@ DType result_dtype(BinaryOp op, DType input) {
 }
 
 Tensor binary_op(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  detail::check_same_dtype_and_device(name, a, b);
+  const DType dtype = detail::common_dtype(name, a, b);
+  if (a.dtype() != dtype || b.dtype() != dtype) return binary_op(op, name, to(a, dtype), to(b, dtype));
   check_accepts(accepted_dtypes(op), name, a);
+  if (is_half(dtype)) {
+    return to(binary_op(op, name, detail::widened(a), detail::widened(b)), result_dtype(op, dtype));
+  }
   const Shape sizes = a.sizes() == b.sizes() ? a.sizes() : broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = empty(sizes, {.dtype = result_dtype(op, a.dtype()), .device = a.device()});
   kernels::kernels_for(a.device()).binary(op, out, detail::expand_to(a, sizes), detail::expand_to(b, sizes));
@@ -61,18 +66,28 @@ Tensor binary_op(BinaryOp op, const char* name, const Tensor& a, const Tensor& b
 Tensor scalar_op(BinaryOp op, const char* name, const Tensor& a, double scalar, bool scalar_first = false) {
   a.check_defined(name);
   check_accepts(accepted_dtypes(op), name, a);
+  if (is_half(a.dtype())) {
+    return to(scalar_op(op, name, detail::widened(a), scalar, scalar_first), result_dtype(op, a.dtype()));
+  }
   Tensor out = empty(a.sizes(), {.dtype = result_dtype(op, a.dtype()), .device = a.device()});
   kernels::kernels_for(a.device()).binary_scalar(op, out, a, scalar, scalar_first);
   return out;
 }
 
+// Writes `result` (computed out of place, in float32 for a half `self`) into `self`.
+const Tensor& assign(const Tensor& self, const Tensor& result) {
+  copy_(self, result);
+  return self;
+}
+
 const Tensor& inplace_op(BinaryOp op, const char* name, const Tensor& self, const Tensor& other) {
   detail::check_writable(name, self);
-  detail::check_same_dtype_and_device(name, self, other);
+  const DType dtype = detail::common_dtype(name, self, other);
   check_accepts(accepted_dtypes(op), name, self);
   const Shape sizes = broadcast_shapes(self.sizes(), other.sizes(), name);
   DISTGRAD_CHECK(sizes == self.sizes(), name, ": the result of shape ", shape_str(sizes),
                  " does not fit the in-place target of shape ", shape_str(self.sizes()));
+  if (dtype != self.dtype() || is_half(dtype)) return assign(self, binary_op(op, name, self, other));
   const Tensor source = detail::unaliased_source(self, other);
   kernels::kernels_for(self.device()).binary(op, self, self, detail::expand_to(source, sizes));
   self.storage().bump_version();
@@ -82,6 +97,7 @@ const Tensor& inplace_op(BinaryOp op, const char* name, const Tensor& self, cons
 const Tensor& inplace_scalar_op(BinaryOp op, const char* name, const Tensor& self, double scalar) {
   detail::check_writable(name, self);
   check_accepts(accepted_dtypes(op), name, self);
+  if (is_half(self.dtype())) return assign(self, scalar_op(op, name, self, scalar));
   kernels::kernels_for(self.device()).binary_scalar(op, self, self, scalar, false);
   self.storage().bump_version();
   return self;
@@ -102,6 +118,7 @@ Accepts accepted_dtypes(UnaryOp op) {
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& t, const kernels::ClampBounds& bounds = {}) {
   t.check_defined(name);
   check_accepts(accepted_dtypes(op), name, t);
+  if (is_half(t.dtype())) return to(unary_op(op, name, detail::widened(t), bounds), t.dtype());
   Tensor out = empty_like(t);
   kernels::kernels_for(t.device()).unary(op, out, t, bounds);
   return out;
@@ -182,6 +199,7 @@ const Tensor& relu_backward_(const Tensor& grad, const Tensor& result) {
 const Tensor& clamp_(const Tensor& self, std::optional<double> min, std::optional<double> max) {
   detail::check_writable("clamp_", self);
   check_accepts(Accepts::kNumeric, "clamp_", self);
+  if (is_half(self.dtype())) return assign(self, clamp(self, min, max));
   kernels::kernels_for(self.device()).unary(UnaryOp::kClamp, self, self, clamp_bounds(min, max));
   self.storage().bump_version();
   return self;

@@ -74,6 +74,7 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   const int64_t d = wrap_dim(dim, t.dim(), "index_select");
   const int64_t dim_size = t.dim() == 0 ? 1 : t.size(d);
   check_index_range("index_select", index, dim_size, d);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return index_select(f, dim, index); });
   Shape sizes = t.sizes();
   if (t.dim() > 0) sizes[d] = index.numel();
   Tensor out = empty(sizes, {.dtype = t.dtype(), .device = t.device()});
@@ -95,6 +96,7 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
                    " exceeds input shape ", shape_str(t.sizes()), " in dimension ", k);
   }
   check_index_range("gather", index, t.dim() == 0 ? 1 : t.size(d), d);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return gather(f, dim, index); });
   Tensor out = empty(index.sizes(), {.dtype = t.dtype(), .device = t.device()});
   if (out.numel() == 0) return out;
   kernels::kernels_for(t.device()).gather(out, contiguous(t), contiguous(index), d);
@@ -117,6 +119,9 @@ const Tensor& scatter_add_(const Tensor& self, int64_t dim, const Tensor& index,
   }
   check_index_range("scatter_add_", index, self.dim() == 0 ? 1 : self.size(d), d);
   if (index.numel() == 0) return self;
+  if (is_half(self.dtype())) {
+    return copy_(self, scatter_add(detail::widened(self), dim, index, detail::widened(src)));
+  }
   // The kernel reads index and src at other positions than it writes, so each is copied when it
   // shares memory with self, even as the very same view (unlike detail::unaliased_source).
   auto unshared = [&](const Tensor& t) {
@@ -143,6 +148,7 @@ const Tensor& masked_fill_(const Tensor& self, const Tensor& mask, double value)
   const Shape sizes = broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");
   DISTGRAD_CHECK(sizes == self.sizes(), "masked_fill_: a mask of shape ", shape_str(mask.sizes()),
                  " does not broadcast to the target shape ", shape_str(self.sizes()));
+  if (is_half(self.dtype())) return copy_(self, masked_fill(detail::widened(self), mask, value));
   const Tensor fill_value = expand(scalar_tensor(value, {.dtype = self.dtype(), .device = self.device()}), sizes);
   kernels::kernels_for(self.device()).where(self, detail::expand_to(mask, sizes), fill_value, self);
   self.storage().bump_version();
@@ -160,8 +166,10 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   detail::check_same_device("where", condition, a);
-  detail::check_same_dtype_and_device("where", a, b);
+  const DType dtype = detail::common_dtype("where", a, b);
   DISTGRAD_CHECK(condition.dtype() == kBool, "where: expected a bool condition, found a ", condition.describe());
+  if (a.dtype() != dtype || b.dtype() != dtype) return where(condition, to(a, dtype), to(b, dtype));
+  if (is_half(dtype)) return to(where(condition, detail::widened(a), detail::widened(b)), dtype);
   const Shape sizes = broadcast_shapes(condition.sizes(), broadcast_shapes(a.sizes(), b.sizes(), "where"), "where");
   Tensor out = empty(sizes, {.dtype = a.dtype(), .device = a.device()});
   kernels::kernels_for(a.device())

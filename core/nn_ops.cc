@@ -401,6 +401,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     DISTGRAD_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, "conv2d: expected bias of shape [", out_channels,
                    "], found ", shape_str(bias.sizes()));
   }
+  if (is_half(input.dtype())) {
+    return to(conv2d(detail::widened(input), detail::widened(weight), detail::widened(bias), options), input.dtype());
+  }
   const int64_t patch = w.channels * w.kernel_h * w.kernel_w, windows = w.out_h * w.out_w;
   if (winograd_applies(w, out_channels, x.device())) {
     Tensor out = empty({w.batch, out_channels, windows}, {.dtype = x.dtype(), .device = x.device()});
@@ -450,6 +453,10 @@ Tensor conv2d_input_grad(const Tensor& grad_output, const Tensor& weight, const 
                          const Conv2dOptions& options) {
   detail::check_floating("conv2d_input_grad", grad_output);
   detail::check_same_dtype_and_device("conv2d_input_grad", grad_output, weight);
+  if (is_half(weight.dtype())) {
+    return to(conv2d_input_grad(detail::widened(grad_output), detail::widened(weight), input_sizes, options),
+              weight.dtype());
+  }
   bool unbatched = false;
   const Shape sizes = batched_sizes("conv2d_input_grad", input_sizes, unbatched);
   const kernels::Window2d w = conv_window("conv2d_input_grad", sizes, input_sizes, weight.sizes(), options);
@@ -498,6 +505,10 @@ Tensor conv2d_weight_grad(const Tensor& grad_output, const Tensor& input, const 
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("conv2d_weight_grad", input, unbatched));
   detail::check_same_dtype_and_device("conv2d_weight_grad", input, grad_output);
+  if (is_half(input.dtype())) {
+    return to(conv2d_weight_grad(detail::widened(grad_output), detail::widened(input), weight_sizes, options),
+              input.dtype());
+  }
   const kernels::Window2d w = conv_window("conv2d_weight_grad", x.sizes(), input.sizes(), weight_sizes, options);
   const Tensor g = conv_output_grad("conv2d_weight_grad", grad_output, w, unbatched, input.sizes(), weight_sizes);
   const int64_t out_channels = weight_sizes[0];
@@ -512,6 +523,14 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
   detail::check_floating("conv2d_backward", grad_output);
   detail::check_same_dtype_and_device("conv2d_backward", grad_output, input);
   detail::check_same_dtype_and_device("conv2d_backward", grad_output, weight);
+  if (is_half(weight.dtype())) {
+    Conv2dGrads grads =
+        conv2d_backward(detail::widened(grad_output), detail::widened(input), detail::widened(weight), needed, options);
+    for (Tensor* grad : {&grads.input, &grads.weight, &grads.bias}) {
+      if (grad->defined()) *grad = to(*grad, weight.dtype());
+    }
+    return grads;
+  }
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("conv2d_backward", input, unbatched));
   const kernels::Window2d w = conv_window("conv2d_backward", x.sizes(), input.sizes(), weight.sizes(), options);
@@ -538,11 +557,15 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
 Tensor im2col(const Tensor& input, const Im2colOptions& options) {
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("im2col", input, unbatched));
+  if (is_half(x.dtype())) return detail::via_float32(input, [&](const Tensor& f) { return im2col(f, options); });
   return unbatch(window_columns(x, make_window("im2col", "input", x.sizes(), options)), unbatched);
 }
 
 Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const Im2colOptions& options) {
   detail::check_floating("col2im", columns);
+  if (is_half(columns.dtype())) {
+    return detail::via_float32(columns, [&](const Tensor& f) { return col2im(f, output_size, options); });
+  }
   DISTGRAD_CHECK(columns.dim() == 2 || columns.dim() == 3,
                  "col2im: expected columns of shape [N, C * kh * kw, L] or [C * kh * kw, L], found ",
                  shape_str(columns.sizes()));
@@ -570,6 +593,11 @@ Tensor col2im(const Tensor& columns, std::array<int64_t, 2> output_size, const I
 ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options) {
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("max_pool2d", input, unbatched));
+  if (is_half(x.dtype())) {
+    ValuesIndices result = max_pool2d(detail::widened(input), options);
+    result.values = to(result.values, input.dtype());  // a maximum of halves is exact
+    return result;
+  }
   const kernels::Window2d w = pool_window("max_pool2d", x.sizes(), options, options.dilation);
   const Shape sizes{w.batch, w.channels, w.out_h, w.out_w};
   ValuesIndices result{empty(sizes, {.dtype = x.dtype(), .device = x.device()}),
@@ -581,6 +609,10 @@ ValuesIndices max_pool2d(const Tensor& input, const Pool2dOptions& options) {
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_sizes,
                            const Pool2dOptions& options) {
   detail::check_floating("max_pool2d_backward", grad_output);
+  if (is_half(grad_output.dtype())) {
+    return detail::via_float32(grad_output,
+                               [&](const Tensor& f) { return max_pool2d_backward(f, indices, input_sizes, options); });
+  }
   detail::check_same_device("max_pool2d_backward", grad_output, indices);
   DISTGRAD_CHECK(indices.dtype() == kInt64, "max_pool2d_backward: expected int64 indices, found a ",
                  indices.describe());
@@ -604,6 +636,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, con
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
   bool unbatched = false;
   const Tensor x = contiguous(as_batched("avg_pool2d", input, unbatched));
+  if (is_half(x.dtype())) return detail::via_float32(input, [&](const Tensor& f) { return avg_pool2d(f, options); });
   DISTGRAD_CHECK(options.dilation[0] == 1 && options.dilation[1] == 1, "avg_pool2d: dilation is not supported ",
                  "(as in PyTorch), found [", options.dilation[0], ", ", options.dilation[1], "]");
   DISTGRAD_CHECK(!options.ceil_mode, "avg_pool2d: ceil_mode is not supported (max_pool2d has it)");

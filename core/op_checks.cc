@@ -18,9 +18,20 @@ void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& 
                  b.describe(), " (convert one with distgrad::to(t, dtype))");
 }
 
+DType common_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  check_same_device(op, a, b);
+  if (a.dtype() == b.dtype()) return a.dtype();
+  DISTGRAD_CHECK(is_floating(a.dtype()) && is_floating(b.dtype()), op, ": expected tensors of one dtype (or two ",
+                 "floating ones), found a ", a.describe(), " and a ", b.describe(),
+                 " (convert one with distgrad::to(t, dtype))");
+  return promote_floating(a.dtype(), b.dtype());
+}
+
+Tensor widened(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? to(t, kFloat32) : t; }
+
 void check_floating(const char* op, const Tensor& t) {
   t.check_defined(op);
-  DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, found a ", t.describe());
+  DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor, found a ", t.describe());
 }
 
 void check_writable(const char* op, const Tensor& self) {

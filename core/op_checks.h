@@ -1,6 +1,15 @@
 // Argument checks shared by the op implementations (internal to core).
+//
+// Note [Half precision compute]
+// float16 and bfloat16 tensors are computed in float32 and each op's result is rounded back once,
+// as CUDA's half kernels load halves, compute in float and store rounded, and as cuBLAS's
+// mixed-precision GEMM accumulates in float32: an op given half tensors runs itself on their
+// float32 copies (`widened`) and converts its result back. Composite ops (softmax, var, norm,
+// conv2d, ...) do so at their entry, so their intermediate results are not rounded. gemm alone
+// takes half operands itself (cuBLAS's GemmEx on CUDA; on the CPU, float32 copies and sgemm).
 #pragma once
 
+#include "core/copy.h"
 #include "core/tensor.h"
 
 namespace distgrad::untracked::detail {
@@ -8,7 +17,17 @@ namespace distgrad::untracked::detail {
 // Both defined, on one device and of one dtype; the message names `op` and both tensors.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b);
-// A floating dtype (float32 or float64).
+// The dtype `op` computes `a` and `b` in: theirs, or promote_floating's for two floating dtypes;
+// other mixes are an error naming `op` and both tensors (both defined and on one device).
+DType common_dtype(const char* op, const Tensor& a, const Tensor& b);
+// A float32 copy of a float16 or bfloat16 tensor, else `t` itself (undefined stays undefined).
+Tensor widened(const Tensor& t);
+// How an op computes a half `t`: `op` on its float32 copy, the result converted back to t's dtype.
+template <typename Op>
+Tensor via_float32(const Tensor& t, Op&& op) {
+  return to(op(widened(t)), t.dtype());
+}
+// A floating dtype (float32, float64, float16 or bfloat16).
 void check_floating(const char* op, const Tensor& t);
 // `self` can be written in place: defined and not expanded (no two elements share memory).
 void check_writable(const char* op, const Tensor& self);

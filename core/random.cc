@@ -27,6 +27,17 @@ Tensor draw(const Shape& sizes, TensorOptions options, Fill fill) {
   return detail::apply_requires_grad(untracked::to(host, options.device), options);
 }
 
+// Half tensors are drawn in float32 (with these options) and rounded (rounded_draw), as Note
+// [Half precision compute] in core/op_checks.h.
+TensorOptions as_float32(TensorOptions options) {
+  options.dtype = kFloat32;
+  options.requires_grad = false;
+  return options;
+}
+Tensor rounded_draw(const Tensor& drawn, TensorOptions options) {
+  return detail::apply_requires_grad(untracked::to(drawn, options.dtype), options);
+}
+
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
@@ -102,6 +113,7 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 Tensor rand(const Shape& sizes, TensorOptions options, Generator& generator) {
   DISTGRAD_CHECK(is_floating(options.dtype), "rand: expected a floating dtype, found ", options.dtype);
+  if (is_half(options.dtype)) return rounded_draw(rand(sizes, as_float32(options), generator), options);
   return draw(sizes, options, [&](void* out, int64_t n) { generator.fill_uniform(out, options.dtype, n, 0, 1); });
 }
 
@@ -112,6 +124,7 @@ Tensor randn(const Shape& sizes, TensorOptions options, Generator& generator) {
 Tensor normal(double mean, double std, const Shape& sizes, TensorOptions options, Generator& generator) {
   DISTGRAD_CHECK(is_floating(options.dtype), "normal: expected a floating dtype, found ", options.dtype);
   DISTGRAD_CHECK(std >= 0, "normal: expected std >= 0, found ", std);
+  if (is_half(options.dtype)) return rounded_draw(normal(mean, std, sizes, as_float32(options), generator), options);
   return draw(sizes, options, [&](void* out, int64_t n) { generator.fill_normal(out, options.dtype, n, mean, std); });
 }
 
@@ -125,6 +138,9 @@ Tensor bernoulli(const Tensor& probabilities, Generator& generator) {
   probabilities.check_defined("bernoulli");
   DISTGRAD_CHECK(is_floating(probabilities.dtype()), "bernoulli: expected floating probabilities, found a ",
                  probabilities.describe());
+  if (is_half(probabilities.dtype())) {
+    return untracked::to(bernoulli(untracked::to(probabilities, kFloat32), generator), probabilities.dtype());
+  }
   const std::vector<double> p = probabilities.to_vector<double>();
   for (double value : p) {
     DISTGRAD_CHECK(value >= 0 && value <= 1, "bernoulli: expected probabilities in [0, 1], found ", value);
@@ -135,6 +151,7 @@ Tensor bernoulli(const Tensor& probabilities, Generator& generator) {
 
 Tensor bernoulli(double p, const Shape& sizes, TensorOptions options, Generator& generator) {
   DISTGRAD_CHECK(p >= 0 && p <= 1, "bernoulli: expected a probability in [0, 1], found ", p);
+  if (is_half(options.dtype)) return rounded_draw(bernoulli(p, sizes, as_float32(options), generator), options);
   const std::vector<double> probabilities(shape_numel(sizes), p);
   return draw(sizes, options,
               [&](void* out, int64_t n) { generator.fill_bernoulli(out, options.dtype, probabilities.data(), n); });

@@ -91,6 +91,11 @@ std::pair<Shape, Shape> last_block_and_others(const ReducePlan& plan) {
 // Runs the reduce kernel; `indices` is filled too when requested (kMax/kMin only).
 ValuesIndices run_reduction(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim, bool with_indices,
                             const char* name) {
+  if (is_half(t.dtype())) {
+    ValuesIndices result = run_reduction(op, detail::widened(t), dims, keepdim, with_indices, name);
+    result.values = to(result.values, t.dtype());
+    return result;
+  }
   ReducePlan plan = plan_reduction(t, dims, name);
   const bool scattered = !plan.input.defined();
   if (scattered && !with_indices && plan.reduced > 0) {
@@ -144,6 +149,9 @@ Tensor sum_of_product(const Tensor& a, const Tensor& b, const Shape& dims, bool 
   detail::check_same_dtype_and_device("sum_of_product", a, b);
   DISTGRAD_CHECK(a.sizes() == b.sizes(), "sum_of_product: expected tensors of one shape, found ", shape_str(a.sizes()),
                  " and ", shape_str(b.sizes()));
+  if (is_half(a.dtype())) {
+    return to(sum_of_product(detail::widened(a), detail::widened(b), dims, keepdim), a.dtype());
+  }
   const auto kernel = kernels::kernels_for(a.device()).reduce_products;
   if (kernel == nullptr || (a.dtype() != kFloat32 && a.dtype() != kFloat64)) return sum(mul(a, b), dims, keepdim);
   ReducePlan plan = plan_reduction(a, dims, "sum_of_product");
@@ -179,17 +187,25 @@ Shape sum_to_dims(const Shape& from, const Shape& to, const char* op) {
 
 Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
   detail::check_floating("mean", t);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return mean(f, dims, keepdim); });
   return div(sum(t, dims, keepdim), static_cast<double>(reduced_count(t, dims)));
 }
 
 Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
   detail::check_floating("var", t);
+  if (is_half(t.dtype())) {
+    return detail::via_float32(t, [&](const Tensor& f) { return var(f, dims, correction, keepdim); });
+  }
   const Tensor centered = sub(t, mean(t, dims, true));
   const int64_t degrees = std::max<int64_t>(0, reduced_count(t, dims) - correction);
   return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(degrees));
 }
 
 Tensor std(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  detail::check_floating("std", t);
+  if (is_half(t.dtype())) {
+    return detail::via_float32(t, [&](const Tensor& f) { return std(f, dims, correction, keepdim); });
+  }
   return sqrt(var(t, dims, correction, keepdim));
 }
 
@@ -232,6 +248,9 @@ Tensor prod(const Tensor& t, int64_t dim, bool keepdim) {
 }
 
 Tensor cumsum(const Tensor& t, int64_t dim, bool reverse) {
+  if (t.defined() && is_half(t.dtype())) {
+    return detail::via_float32(t, [&](const Tensor& f) { return cumsum(f, dim, reverse); });
+  }
   const Tensor input = contiguous(numeric(t, "cumsum"));
   const int64_t ndim = input.dim();
   const int64_t d = wrap_dim(dim, std::max<int64_t>(ndim, 1), "cumsum");  // 0 or -1 for a 0-dim tensor
@@ -261,6 +280,7 @@ Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return min(t, dim, k
 
 Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
   detail::check_floating("logsumexp", t);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return logsumexp(f, dims, keepdim); });
   Tensor shift = run_reduction(ReduceOp::kMax, t, dims, true, false, "logsumexp").values;
   // An infinite maximum would turn exp(t - shift) into NaN; shift by 0 there instead.
   masked_fill_(shift, eq(abs(shift), std::numeric_limits<double>::infinity()), 0);
@@ -270,18 +290,21 @@ Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
 
 Tensor softmax(const Tensor& t, int64_t dim) {
   detail::check_floating("softmax", t);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return softmax(f, dim); });
   const Tensor shifted = exp(sub(t, max(t, dim, true).values));
   return div(shifted, sum(shifted, {dim}, true));
 }
 
 Tensor log_softmax(const Tensor& t, int64_t dim) {
   detail::check_floating("log_softmax", t);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return log_softmax(f, dim); });
   return sub(t, logsumexp(t, {dim}, true));
 }
 
 Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
   detail::check_floating("norm", t);
   DISTGRAD_CHECK(p > 0, "norm: expected p > 0 (or infinity), found ", p);
+  if (is_half(t.dtype())) return detail::via_float32(t, [&](const Tensor& f) { return norm(f, p, dims, keepdim); });
   const Tensor magnitude = abs(t);
   if (std::isinf(p)) return run_reduction(ReduceOp::kMax, magnitude, dims, keepdim, false, "norm").values;
   if (p == 1) return sum(magnitude, dims, keepdim);
@@ -304,6 +327,7 @@ bool all(const Tensor& t) {
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   detail::check_same_dtype_and_device("allclose", a, b);
   if (a.sizes() != b.sizes()) return false;
+  if (is_half(a.dtype())) return allclose(detail::widened(a), detail::widened(b), rtol, atol, equal_nan);
   if (!is_floating(a.dtype())) return equal(a, b);
   const Tensor error = abs(sub(a, b));
   // An infinite error is never close, even within the infinite tolerance rtol * |inf|.

@@ -8,6 +8,7 @@
 //   build/launcher/distgrad-run --nproc-per-node 2 build/examples/ddp_fashion_mnist --epochs 1
 //   build/launcher/distgrad-run --nproc-per-node 2 --max-restarts 2 build/examples/ddp_fashion_mnist --epochs 3
 //   build/examples/ddp_fashion_mnist --model mlp --epochs 1        # world size 1, no launcher
+//   build/launcher/distgrad-run --nproc-per-node 2 build/examples/ddp_fashion_mnist --precision bf16
 // (--standalone makes distgrad-run take a free port for the rendezvous instead of 29500.)
 //
 // After each epoch the ranks evaluate the test set together (each a share of its batches),
@@ -17,6 +18,10 @@
 // With --resume, or when the launcher restarted the group (DISTGRAD_RESTART_COUNT > 0), every
 // rank loads the checkpoint if it exists and continues after its epoch ("resumed from epoch E"):
 // the checkpoint must be on storage that every rank sees (a shared filesystem across nodes).
+//
+// --precision bf16 or fp16 runs the forward passes (training and test) under autocast: the
+// convolutions and linear layers in that dtype, the loss in float32, the weights and their
+// gradients (and so the all-reduce) in float32; fp16 scales the loss (examples/precision.h).
 //
 // Exits non-zero when the final test accuracy is below --min_accuracy (0 disables the check),
 // and with 2 on a bad flag.
@@ -34,10 +39,12 @@
 #include "distgrad.h"
 #include "examples/command_line.h"
 #include "examples/fashion_mnist_models.h"
+#include "examples/precision.h"
 #include "examples/progress.h"
 #include "examples/training_checkpoint.h"
 
 ABSL_FLAG(std::string, model, "cnn", "mlp or cnn");
+ABSL_FLAG(std::string, precision, "fp32", examples::kPrecisionHelp);
 ABSL_FLAG(int, epochs, 2, "epochs to train (in total, counting resumed ones)");
 ABSL_FLAG(int64_t, global_batch, 64, "samples per step over all ranks (each rank takes global_batch / world size)");
 ABSL_FLAG(double, lr, 1e-3, "Adam learning rate");
@@ -78,6 +85,7 @@ dg::data::FashionMnist first(dg::data::FashionMnist data, int64_t limit) {
 // it) and the ranks sum their counts. Every rank gets the result.
 double test_accuracy(nn::Module& model, const dg::data::FashionMnist& test, dg::ddp::ProcessGroup& pg) {
   dg::autograd::NoGradGuard no_grad;
+  const examples::MixedPrecisionScope precision(absl::GetFlag(FLAGS_precision), test.images.device());
   model.eval();
   const int64_t n = test.labels.numel();
   int64_t correct = 0;
@@ -146,6 +154,14 @@ int train() {
     return 2;
   }
   const int64_t rank_batch = global_batch / pg->size();
+  const std::string precision = absl::GetFlag(FLAGS_precision);
+  try {
+    examples::autocast_dtype(precision);
+  } catch (const dg::Error& error) {
+    std::fprintf(stderr, "ddp_fashion_mnist: %s\n", error.what());
+    return 2;
+  }
+  dg::optim::GradScaler scaler = examples::grad_scaler_for(precision);
 
   dg::manual_seed(seed);
   const dg::data::FashionMnist train =
@@ -205,9 +221,14 @@ int train() {
     int64_t step = 0;
     for (const dg::data::Batch& batch : loader) {
       optimizer.zero_grad();
-      const dg::Tensor loss = nn::cross_entropy(ddp.forward(batch.inputs), batch.targets);
-      loss.backward();  // returns with the gradients averaged over the ranks
-      optimizer.step();
+      dg::Tensor loss;
+      {
+        const examples::MixedPrecisionScope autocast(precision, batch.inputs.device());
+        loss = nn::cross_entropy(ddp.forward(batch.inputs), batch.targets);
+      }
+      scaler.scale(loss).backward();  // returns with the gradients averaged over the ranks
+      scaler.step(optimizer);         // optimizer.step(), unless fp16 gradients overflowed
+      scaler.update();
       ++step;
       if (progress) progress->update(step, loss.item<double>());  // rank 0's share of the batch
     }

@@ -25,6 +25,7 @@
 #include "core/creation.h"
 #include "core/error.h"
 #include "data/fashion_mnist.h"
+#include "examples/precision.h"
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/conv2d.h"
@@ -58,8 +59,9 @@ struct InnerLoop {
   int64_t ways = 5;
   int steps = 5;
   double lr = 0.1;
+  std::string precision = "fp32";  // examples/precision.h: the forward passes under autocast
 };
-DISTGRAD_CODEC(InnerLoop, ways, steps, lr);
+DISTGRAD_CODEC(InnerLoop, ways, steps, lr, precision);
 
 // MAML's Omniglot network for `ways` classes (75,205 parameters at 5 ways). BatchNorm has
 // momentum 1 and is always in training mode, as in TorchOpt's example: each task is
@@ -95,6 +97,7 @@ inline dg::nn::Sequential& shared_net(int64_t ways) {
 // differentiable back to `params` (second order); `net` gives the architecture.
 inline std::tuple<dg::Tensor, double> adapted_query_loss_and_accuracy(dg::nn::Module& net, dg::nn::ParamDict params,
                                                                       const Episodes& task, const InnerLoop& inner) {
+  const examples::MixedPrecisionScope autocast(inner.precision, task.x_support.device());
   dg::optim::MetaSGD optimizer(params, inner.lr);
   for (int step = 0; step < inner.steps; ++step) {
     params =

@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "distgrad.h"
 #include "examples/fewshot.h"
+#include "examples/precision.h"
 
 ABSL_FLAG(int64_t, ways, 5, "classes per task");
 ABSL_FLAG(int64_t, shots, 5, "support images per class");
@@ -26,6 +27,7 @@ ABSL_FLAG(double, inner_lr, 0.1, "learning rate of the inner SGD steps");
 ABSL_FLAG(double, outer_lr, 1e-3, "learning rate of the outer Adam optimizer");
 ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda: every rank computes on the GPU of its local rank");
 ABSL_FLAG(std::string, dtype, "float32", "float32, or float64 for the weights and images");
+ABSL_FLAG(std::string, precision, "fp32", examples::kPrecisionHelp);
 ABSL_FLAG(bool, local, false, "one process, no RPC: the tasks adapted in turn");
 ABSL_FLAG(uint64_t, seed, 0, "random seed");
 
@@ -43,7 +45,8 @@ inline EpisodeShape episode_shape_flags() {
 }
 
 inline InnerLoop inner_loop_flags() {
-  return {absl::GetFlag(FLAGS_ways), absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr)};
+  return {absl::GetFlag(FLAGS_ways), absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr),
+          absl::GetFlag(FLAGS_precision)};
 }
 
 // The mean query loss and accuracy of a batch of tasks: one call per task, round-robin over the

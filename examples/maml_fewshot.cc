@@ -30,6 +30,9 @@
 // there. With --dump_gradients PATH, rank 0 runs --dump_iterations meta-iterations, writes their
 // meta-gradients to PATH (safetensors, "iteration<i>/<parameter>") and stops: the same seed
 // gives the same gradients at every world size and with --local (tests/examples checks it).
+// --precision bf16 or fp16 runs every forward pass of the workers (the inner steps and the
+// query loss) under autocast: convolutions and the linear layer in that dtype, batch norm and
+// the losses in float32, the weights in float32; fp16 scales the outer loss (examples/precision.h).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -131,6 +134,7 @@ void check_positive(const char* flag, int64_t value) {
 
 void train() {
   check_positive("meta_batch", absl::GetFlag(FLAGS_meta_batch));
+  dg::optim::GradScaler scaler = examples::grad_scaler_for(absl::GetFlag(FLAGS_precision));  // checks the flag
   check_positive("iterations_per_epoch", absl::GetFlag(FLAGS_iterations_per_epoch));
   check_positive("eval_tasks", absl::GetFlag(FLAGS_eval_tasks));
   check_positive("dump_iterations", absl::GetFlag(FLAGS_dump_iterations));
@@ -160,10 +164,11 @@ void train() {
     const auto [loss, accuracy] =
         fewshot::meta_loss_and_accuracy(dg::nn::module_clone(*net, dg::nn::CloneBy::kClone), tasks, inner);
     outer.zero_grad();
+    const dg::Tensor scaled = scaler.scale(loss);  // the loss itself but with --precision fp16
     if (context) {
-      dg::autograd::backward(*context, {loss});
+      dg::autograd::backward(*context, {scaled});
     } else {
-      loss.backward();
+      scaled.backward();
     }
     return std::pair{loss.item<double>(), accuracy};
   };
@@ -174,8 +179,10 @@ void train() {
     dg::NamedTensors gradients;
     for (int iteration = 1; iteration <= absl::GetFlag(FLAGS_dump_iterations); ++iteration) {
       meta_iteration(random);
+      scaler.unscale_(outer);  // the true gradients, with --precision fp16 too
       add_gradients(*net, iteration, gradients);
-      outer.step();
+      scaler.step(outer);
+      scaler.update();
     }
     dg::save_safetensors(dump_path, gradients);
     std::printf("wrote the meta-gradients of %d iterations to %s\n", absl::GetFlag(FLAGS_dump_iterations),
@@ -225,7 +232,8 @@ void train() {
     double accuracy_sum = 0;
     for (int iteration = 0; iteration < iterations; ++iteration) {
       const auto [loss, accuracy] = meta_iteration(random);
-      outer.step();
+      scaler.step(outer);  // outer.step(), unless fp16 gradients overflowed
+      scaler.update();
       accuracy_sum += accuracy;
       progress.update(iteration + 1, loss);
     }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -71,6 +72,9 @@ std::string BatchNorm::name() const {
 }
 
 Tensor BatchNorm::forward(const Tensor& input) {
+  if (autograd::casts_to_float32({&input})) {
+    return forward(autograd::autocast_to_float32(input));
+  }
   input.check_defined(kind_.c_str());
   const int64_t rank = input.dim();
   DISTGRAD_CHECK(rank >= min_dim_ && rank <= max_dim_ && input.size(1) == num_features_, name(),
@@ -111,6 +115,11 @@ void BatchNorm::update_running_stats(const Tensor& batch_mean, const Tensor& bat
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  if (autograd::casts_to_float32({&input, &weight, &bias})) {
+    return batch_norm(autograd::autocast_to_float32(input), running_mean, running_var,
+                      autograd::autocast_to_float32(weight), autograd::autocast_to_float32(bias), training, momentum,
+                      eps);
+  }
   input.check_defined("batch_norm");
   DISTGRAD_CHECK(is_floating(input.dtype()) && input.dim() >= 2,
                  "batch_norm: expected a floating input of shape [N, C, *], found a ", input.describe());

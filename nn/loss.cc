@@ -1,6 +1,7 @@
 #include "nn/loss.h"
 
 #include "absl/strings/str_cat.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -130,6 +131,9 @@ Tensor binary_cross_entropy_elementwise(const Tensor& p, const Tensor& target) {
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autograd::casts_to_float32({&input, &target})) {
+    return mse_loss(autograd::autocast_to_float32(input), autograd::autocast_to_float32(target), reduction);
+  }
   check_same_floating("mse_loss", "input", input, target);
   const Tensor difference = input - target;
   return reduce("mse_loss", difference * difference, reduction);
@@ -140,6 +144,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options) {
+  if (autograd::casts_to_float32({&log_probs, &target})) {
+    return nll_loss(autograd::autocast_to_float32(log_probs), autograd::autocast_to_float32(target), options);
+  }
   return weighted_nll("nll_loss", "log_probs", log_probs, target, options.weight, options.ignore_index,
                       options.reduction)
       .loss;
@@ -150,6 +157,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  if (autograd::casts_to_float32({&logits, &target})) {
+    return cross_entropy(autograd::autocast_to_float32(logits), autograd::autocast_to_float32(target), options);
+  }
   logits.check_defined("cross_entropy");
   target.check_defined("cross_entropy");
   DISTGRAD_CHECK(is_floating(logits.dtype()) && logits.dim() == 2,
@@ -183,6 +193,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor binary_cross_entropy(const Tensor& probabilities, const Tensor& target, Reduction reduction) {
+  if (autograd::casts_to_float32({&probabilities, &target})) {
+    return binary_cross_entropy(autograd::autocast_to_float32(probabilities), autograd::autocast_to_float32(target),
+                                reduction);
+  }
   check_same_floating("binary_cross_entropy", "probabilities", probabilities, target);
   if (probabilities.numel() > 0) {
     const double lowest = untracked::min(probabilities).item<double>();
@@ -195,6 +209,10 @@ Tensor binary_cross_entropy(const Tensor& probabilities, const Tensor& target, R
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         const BinaryCrossEntropyWithLogitsOptions& options) {
+  if (autograd::casts_to_float32({&logits, &target})) {
+    return binary_cross_entropy_with_logits(autograd::autocast_to_float32(logits),
+                                            autograd::autocast_to_float32(target), options);
+  }
   const char* loss = "binary_cross_entropy_with_logits";
   check_same_floating(loss, "logits", logits, target);
   const auto check_broadcastable = [&](const Tensor& t, const char* name) {
@@ -218,6 +236,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  if (autograd::casts_to_float32({&input, &target})) {
+    return smooth_l1_loss(autograd::autocast_to_float32(input), autograd::autocast_to_float32(target), reduction, beta);
+  }
   check_same_floating("smooth_l1_loss", "input", input, target);
   DISTGRAD_CHECK(beta >= 0, "smooth_l1_loss: expected a non-negative beta, found ", beta);
   const Tensor difference = input - target;
@@ -228,6 +249,9 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (autograd::casts_to_float32({&input, &target})) {
+    return huber_loss(autograd::autocast_to_float32(input), autograd::autocast_to_float32(target), reduction, delta);
+  }
   check_same_floating("huber_loss", "input", input, target);
   DISTGRAD_CHECK(delta > 0, "huber_loss: expected a positive delta, found ", delta);
   const Tensor difference = input - target;
@@ -237,6 +261,9 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  if (autograd::casts_to_float32({&input, &target})) {
+    return kl_div(autograd::autocast_to_float32(input), autograd::autocast_to_float32(target), reduction, log_target);
+  }
   check_same_floating("kl_div", "input", input, target);
   Tensor losses;
   if (log_target) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -30,10 +31,18 @@ void check_affine(const char* op, const char* name, const Tensor& t, const Shape
                  "), found a ", t.describe());
 }
 
+// `t` in float32 (undefined stays undefined): how a half input is normalised, so that its
+// statistics are not rounded and only the result is (Note [Half precision compute]).
+Tensor in_float32(const Tensor& t) { return t.defined() ? to(t, kFloat32) : t; }
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autograd::casts_to_float32({&input, &weight, &bias})) {
+    return layer_norm(autograd::autocast_to_float32(input), normalized_shape, autograd::autocast_to_float32(weight),
+                      autograd::autocast_to_float32(bias), eps);
+  }
   input.check_defined("layer_norm");
   DISTGRAD_CHECK(is_floating(input.dtype()), "layer_norm: expected a floating input, found a ", input.describe());
   const int64_t count = static_cast<int64_t>(normalized_shape.size());
@@ -44,6 +53,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   check_eps("layer_norm", eps);
   check_affine("layer_norm", "weight", weight, normalized_shape, input);
   check_affine("layer_norm", "bias", bias, normalized_shape, input);
+  if (is_half(input.dtype())) {
+    return to(layer_norm(in_float32(input), normalized_shape, in_float32(weight), in_float32(bias), eps),
+              input.dtype());
+  }
   Tensor out = normalized_over_last_dims(input, count, eps);
   if (weight.defined()) out = out * weight;
   if (bias.defined()) out = out + bias;
@@ -51,6 +64,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
 }
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  if (autograd::casts_to_float32({&input, &weight, &bias})) {
+    return group_norm(autograd::autocast_to_float32(input), num_groups, autograd::autocast_to_float32(weight),
+                      autograd::autocast_to_float32(bias), eps);
+  }
   input.check_defined("group_norm");
   DISTGRAD_CHECK(is_floating(input.dtype()) && input.dim() >= 2,
                  "group_norm: expected a floating input of shape [N, C, *], found a ", input.describe());
@@ -60,6 +77,9 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   check_eps("group_norm", eps);
   check_affine("group_norm", "weight", weight, {channels}, input);
   check_affine("group_norm", "bias", bias, {channels}, input);
+  if (is_half(input.dtype())) {
+    return to(group_norm(in_float32(input), num_groups, in_float32(weight), in_float32(bias), eps), input.dtype());
+  }
   Tensor out =
       reshape(normalized_over_last_dims(reshape(input, {input.size(0), num_groups, -1}), 1, eps), input.sizes());
   Shape channel_shape(input.dim(), 1);

@@ -5,6 +5,7 @@
 // values that keep their gradients finite.
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -52,6 +53,7 @@ Tensor elu(const Tensor& t, double alpha) {
 }
 
 Tensor softplus(const Tensor& t, double beta, double threshold) {
+  if (autograd::casts_to_float32({&t})) return softplus(autograd::autocast_to_float32(t), beta, threshold);
   check_floating_input("softplus", t);
   DISTGRAD_CHECK(beta != 0 && !std::isnan(beta), "softplus: expected a non-zero beta, found ", beta);
   const Tensor linear = gt(mul(t, beta), threshold);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -159,6 +160,8 @@ Tensor div(double a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  if (autograd::casts_to_float32({&a, &b}))
+    return pow(autograd::autocast_to_float32(a), autograd::autocast_to_float32(b));
   Tensor result = untracked::pow(a, b);
   if (auto node = record(
           "PowBackward", {&a, &b}, {&result}, [a_sizes = a.sizes(), b_sizes = b.sizes()](const BackwardContext& ctx) {
@@ -181,6 +184,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
+  if (autograd::casts_to_float32({&a})) return pow(autograd::autocast_to_float32(a), exponent);
   Tensor result = untracked::pow(a, exponent);
   if (auto node = record("PowBackward", {&a}, {&result}, [exponent](const BackwardContext& ctx) {
         const Tensor& a = ctx.saved[0];
@@ -193,6 +197,7 @@ Tensor pow(const Tensor& a, double exponent) {
 }
 
 Tensor pow(double base, const Tensor& exponent) {
+  if (autograd::casts_to_float32({&exponent})) return pow(base, autograd::autocast_to_float32(exponent));
   Tensor result = untracked::pow(base, exponent);
   if (auto node = record("PowBackward", {&exponent}, {&result}, [base](const BackwardContext& ctx) {
         const Tensor &exponent = ctx.saved[0], &result = ctx.saved[1];
@@ -255,21 +260,25 @@ Tensor sign(const Tensor& t) {
 }
 
 Tensor exp(const Tensor& t) {
+  if (autograd::casts_to_float32({&t})) return exp(autograd::autocast_to_float32(t));
   return unary_of_result("ExpBackward", untracked::exp(t), t,
                          [](const Tensor& g, const Tensor& r) { return mul(g, r); });
 }
 
 Tensor expm1(const Tensor& t) {
+  if (autograd::casts_to_float32({&t})) return expm1(autograd::autocast_to_float32(t));
   return unary_of_result("Expm1Backward", untracked::expm1(t), t,
                          [](const Tensor& g, const Tensor& r) { return mul(g, add(r, 1.0)); });
 }
 
 Tensor log(const Tensor& t) {
+  if (autograd::casts_to_float32({&t})) return log(autograd::autocast_to_float32(t));
   return unary_of_input("LogBackward", untracked::log(t), t,
                         [](const Tensor& g, const Tensor& t) { return div(g, t); });
 }
 
 Tensor log1p(const Tensor& t) {
+  if (autograd::casts_to_float32({&t})) return log1p(autograd::autocast_to_float32(t));
   return unary_of_input("Log1pBackward", untracked::log1p(t), t,
                         [](const Tensor& g, const Tensor& t) { return div(g, add(t, 1.0)); });
 }
@@ -280,6 +289,7 @@ Tensor sqrt(const Tensor& t) {
 }
 
 Tensor rsqrt(const Tensor& t) {
+  if (autograd::casts_to_float32({&t})) return rsqrt(autograd::autocast_to_float32(t));
   return unary_of_result("RsqrtBackward", untracked::rsqrt(t), t,
                          [](const Tensor& g, const Tensor& r) { return mul(g, mul(pow(r, 3.0), -0.5)); });
 }

@@ -1,4 +1,5 @@
 // Differentiable matrix products (autograd/ops.h).
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -56,6 +57,8 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autograd::casts_to_lower_precision({&a, &b}))
+    return matmul(autograd::autocast_to_lower_precision(a), autograd::autocast_to_lower_precision(b));
   if (!autograd::should_record({&a, &b})) return untracked::matmul(a, b);
   a.check_defined("matmul");
   b.check_defined("matmul");
@@ -81,6 +84,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  if (autograd::casts_to_lower_precision({&bias, &a, &b}))
+    return addmm(autograd::autocast_to_lower_precision(bias), autograd::autocast_to_lower_precision(a),
+                 autograd::autocast_to_lower_precision(b), beta, alpha);
   Tensor result = untracked::addmm(bias, a, b, beta, alpha);
   if (auto node = record("AddmmBackward", {&bias, &a, &b}, {&result},
                          [bias_sizes = bias.sizes(), beta, alpha](const BackwardContext& ctx) {

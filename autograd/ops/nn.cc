@@ -7,6 +7,7 @@
 // op of their own too, whose derivatives are composed of differentiable ops.
 #include <array>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -68,6 +69,9 @@ TensorList batch_norm_double_backward(const Tensor& gg_input, const Tensor& gg_w
 }  // namespace
 
 BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, double eps) {
+  if (autograd::casts_to_float32({&input, &weight, &bias}))
+    return batch_norm(autograd::autocast_to_float32(input), autograd::autocast_to_float32(weight),
+                      autograd::autocast_to_float32(bias), eps);
   BatchNormOutputs result = untracked::batch_norm(input, weight, bias, eps);  // checks every argument
   if (auto node =
           record("BatchNormBackward", {&input, &weight, &bias}, {&result.output}, [eps](const BackwardContext& ctx) {
@@ -180,6 +184,9 @@ Tensor grouped_conv2d(const Tensor& input, const Tensor& weight, const Tensor& b
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  if (autograd::casts_to_lower_precision({&input, &weight, &bias}))
+    return conv2d(autograd::autocast_to_lower_precision(input), autograd::autocast_to_lower_precision(weight),
+                  autograd::autocast_to_lower_precision(bias), options);
   if (options.groups != 1) return grouped_conv2d(input, weight, bias, options);
   Tensor result = untracked::conv2d(input, weight, bias, options);  // checks every argument
   if (auto node = record("Conv2dBackward", {&input, &weight, &bias}, {&result}, [options](const BackwardContext& ctx) {

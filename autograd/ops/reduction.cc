@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
@@ -45,6 +46,7 @@ int64_t count_of(const Shape& sizes, const Shape& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
+  if (autograd::casts_to_float32({&t})) return sum(autograd::autocast_to_float32(t), dims, keepdim);
   Tensor result = untracked::sum(t, dims, keepdim);
   t.check_defined("sum");
   record("SumBackward", {&t}, {&result},
@@ -173,6 +175,7 @@ Tensor amin(const Tensor& t, const Shape& dims, bool keepdim) {
 }
 
 Tensor prod(const Tensor& t) {
+  if (autograd::casts_to_float32({&t})) return prod(autograd::autocast_to_float32(t));
   Tensor result = untracked::prod(t);
   if (auto node = record("ProdBackward", {&t}, {&result}, [](const BackwardContext& ctx) {
         return TensorList{prod_grad(ctx.grads[0], ctx.saved[0], ctx.saved[1], std::nullopt, false)};
@@ -184,6 +187,7 @@ Tensor prod(const Tensor& t) {
 }
 
 Tensor prod(const Tensor& t, int64_t dim, bool keepdim) {
+  if (autograd::casts_to_float32({&t})) return prod(autograd::autocast_to_float32(t), dim, keepdim);
   Tensor result = untracked::prod(t, dim, keepdim);
   const int64_t d = wrap_dim(dim, std::max<int64_t>(t.dim(), 1), "prod");
   if (auto node = record("ProdBackward", {&t}, {&result}, [d, keepdim](const BackwardContext& ctx) {
@@ -207,7 +211,10 @@ Tensor running_sum(const Tensor& t, int64_t dim, bool reverse) {
 
 }  // namespace
 
-Tensor cumsum(const Tensor& t, int64_t dim) { return running_sum(t, dim, false); }
+Tensor cumsum(const Tensor& t, int64_t dim) {
+  if (autograd::casts_to_float32({&t})) return cumsum(autograd::autocast_to_float32(t), dim);
+  return running_sum(t, dim, false);
+}
 
 Tensor argmax(const Tensor& t) { return untracked::argmax(t); }
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) { return untracked::argmax(t, dim, keepdim); }
@@ -215,6 +222,7 @@ Tensor argmin(const Tensor& t) { return untracked::argmin(t); }
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) { return untracked::argmin(t, dim, keepdim); }
 
 Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
+  if (autograd::casts_to_float32({&t})) return logsumexp(autograd::autocast_to_float32(t), dims, keepdim);
   Tensor result = untracked::logsumexp(t, dims, keepdim);
   if (auto node = record("LogsumexpBackward", {&t}, {&result},
                          [reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {
@@ -230,6 +238,7 @@ Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
 }
 
 Tensor softmax(const Tensor& t, int64_t dim) {
+  if (autograd::casts_to_float32({&t})) return softmax(autograd::autocast_to_float32(t), dim);
   Tensor result = untracked::softmax(t, dim);
   if (auto node = record("SoftmaxBackward", {&t}, {&result}, [dim](const BackwardContext& ctx) {
         const Tensor &g = ctx.grads[0], &y = ctx.saved[0];
@@ -242,6 +251,7 @@ Tensor softmax(const Tensor& t, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& t, int64_t dim) {
+  if (autograd::casts_to_float32({&t})) return log_softmax(autograd::autocast_to_float32(t), dim);
   Tensor result = untracked::log_softmax(t, dim);
   if (auto node = record("LogSoftmaxBackward", {&t}, {&result}, [dim](const BackwardContext& ctx) {
         const Tensor &g = ctx.grads[0], &y = ctx.saved[0];
@@ -254,6 +264,7 @@ Tensor log_softmax(const Tensor& t, int64_t dim) {
 }
 
 Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
+  if (autograd::casts_to_float32({&t})) return norm(autograd::autocast_to_float32(t), p, dims, keepdim);
   Tensor result = untracked::norm(t, p, dims, keepdim);
   if (auto node = record("NormBackward", {&t}, {&result},
                          [p, reduced = reduced_dims(dims, t.dim()), keepdim](const BackwardContext& ctx) {

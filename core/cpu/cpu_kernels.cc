@@ -333,7 +333,60 @@ class SingleBlasThreadScope {
   int saved_;
 };
 
+void gemm(const GemmArgs& args);
+
+// Contiguous float32 copies of `count` matrices (rows x cols, leading dimension `ld`, `stride`
+// apart; one matrix when the stride is 0) of Half elements at `data`.
+template <typename Half>
+std::vector<float> widened_matrices(const void* data, int64_t count, int64_t stride, int64_t rows, int64_t cols,
+                                    int64_t ld) {
+  const Half* in = static_cast<const Half*>(data);
+  const int64_t matrices = stride == 0 ? 1 : count;
+  std::vector<float> out(static_cast<size_t>(matrices * rows * cols));
+  float* next = out.data();
+  for (int64_t i = 0; i < matrices; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) *next++ = static_cast<float>(in[i * stride + r * ld + c]);
+    }
+  }
+  return out;
+}
+
+// gemm of float16 or bfloat16 operands as cuBLAS's mixed-precision GEMM defines it: products
+// accumulated in float32 (sgemm on widened copies), C rounded once (Note [Half precision compute]).
+template <typename Half>
+void half_gemm(const GemmArgs& args) {
+  const int64_t a_rows = args.transpose_a ? args.k : args.m, a_cols = args.transpose_a ? args.m : args.k;
+  const int64_t b_rows = args.transpose_b ? args.n : args.k, b_cols = args.transpose_b ? args.k : args.n;
+  const std::vector<float> a = widened_matrices<Half>(args.a, args.batch, args.stride_a, a_rows, a_cols, args.lda);
+  const std::vector<float> b = widened_matrices<Half>(args.b, args.batch, args.stride_b, b_rows, b_cols, args.ldb);
+  std::vector<float> c = args.beta == 0
+                             ? std::vector<float>(static_cast<size_t>(args.batch * args.m * args.n))
+                             : widened_matrices<Half>(args.c, args.batch, args.stride_c, args.m, args.n, args.ldc);
+  GemmArgs wide = args;
+  wide.dtype = kFloat32;
+  wide.a = a.data();
+  wide.lda = a_cols;
+  wide.stride_a = args.stride_a == 0 ? 0 : a_rows * a_cols;
+  wide.b = b.data();
+  wide.ldb = b_cols;
+  wide.stride_b = args.stride_b == 0 ? 0 : b_rows * b_cols;
+  wide.c = c.data();
+  wide.ldc = args.n;
+  wide.stride_c = args.m * args.n;
+  gemm(wide);
+  Half* out = static_cast<Half*>(args.c);
+  const float* result = c.data();
+  for (int64_t i = 0; i < args.batch; ++i) {
+    for (int64_t r = 0; r < args.m; ++r) {
+      for (int64_t col = 0; col < args.n; ++col) out[i * args.stride_c + r * args.ldc + col] = Half(*result++);
+    }
+  }
+}
+
 void gemm(const GemmArgs& args) {
+  if (args.dtype == kFloat16) return half_gemm<Float16>(args);
+  if (args.dtype == kBFloat16) return half_gemm<BFloat16>(args);
   const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
   const SingleBlasThreadScope single_thread(flops < kSingleThreadFlops);
   const auto trans_a = args.transpose_a ? CblasTrans : CblasNoTrans;

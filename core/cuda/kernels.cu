@@ -703,8 +703,14 @@ void gemm(const GemmArgs& args) {
                                                     static_cast<const float*>(args.b), ldb, args.stride_b,
                                                     static_cast<const float*>(args.a), lda, args.stride_a, &beta,
                                                     static_cast<float*>(args.c), ldc, args.stride_c, batch));
+  } else if (is_half(args.dtype)) {  // mixed precision: half operands, float32 accumulation, C rounded once
+    const cudaDataType_t type = args.dtype == kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float alpha = static_cast<float>(args.alpha), beta = static_cast<float>(args.beta);
+    DISTGRAD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle, op_b, op_a, n, m, k, &alpha, args.b, type, ldb, args.stride_b, args.a, type, lda, args.stride_a, &beta,
+        args.c, type, ldc, args.stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
-    DISTGRAD_CHECK(args.dtype == kFloat64, "CUDA gemm: expected float32 or float64, found ", args.dtype);
+    DISTGRAD_CHECK(args.dtype == kFloat64, "CUDA gemm: expected a floating dtype, found ", args.dtype);
     DISTGRAD_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, n, m, k, &args.alpha,
                                                     static_cast<const double*>(args.b), ldb, args.stride_b,
                                                     static_cast<const double*>(args.a), lda, args.stride_a, &args.beta,

@@ -12,6 +12,9 @@
 #   profile     the kernels of one few-shot MAML iteration of ours on 2 tasks, each timed by ncu
 #               (profile.csv: one row a kernel launch)
 #   example     examples/maml_fewshot on CUDA, 4 ranks under distgrad-run: its accuracies and plot
+#   precision   mixed precision's speed-up: few-shot MAML in one process on the GPU at each
+#               --precision (fp32, bf16, fp16: autocast, half GEMMs through cuBLAS), one JSON
+#               line each (the half ops' CUDA parity runs in cuda-tests)
 # Logs go to $OUT (the device tool brings them back), else to build-device/gpu-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -110,6 +113,17 @@ example_step() {
   tr '\r' '\n' < "$logs/example.log" | grep -iE 'epoch|accuracy|error|few-shot' | tail -n 20
 }
 
+precision_step() {
+  local precision
+  : > "$logs/precision.log"
+  for precision in fp32 bf16 fp16; do
+    echo "precision=$precision" | tee -a "$logs/precision.log"
+    timeout 60 "$build/bench/maml_fewshot_bench" --local --device=cuda --precision="$precision" --warmup=2 \
+      --iterations=10 >> "$logs/precision.log" 2>&1 || failed+=(precision.log)
+    tail -n 1 "$logs/precision.log"
+  done
+}
+
 NCCL_HOME=${NCCL_HOME:-$(nccl_home)}
 environment
 steps=("$@")
@@ -124,7 +138,8 @@ for step in "${steps[@]}"; do
     bench) bench_step ;;
     profile) profile_step ;;
     example) example_step ;;
-    *) echo "check: unknown step '$step' (build, tests, cuda-tests, bench, profile, example)" >&2; exit 2 ;;
+    precision) precision_step ;;
+    *) echo "check: unknown step '$step' (build, tests, cuda-tests, bench, profile, example, precision)" >&2; exit 2 ;;
   esac
 done
 if ((${#failed[@]})); then

@@ -2,6 +2,7 @@
 //
 // Each case builds its inputs on the CPU, runs the op on them and on copies on cuda:0, and
 // compares the results. Without a visible CUDA device every case is skipped.
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -299,6 +300,29 @@ std::vector<ParityCase> all_cases() {
                            to(argmax(x[1], 0), kFloat32)};
       },
       kFloat32);
+  // Half precision: CUDA's mixed-precision GEMM (cublasGemmStridedBatchedEx, float32
+  // accumulation) and the widened ops against the CPU's float32 arithmetic rounded once.
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    const std::string suffix = dtype == kFloat16 ? "_f16" : "_bf16";
+    add_case(
+        "half_matmul" + suffix, {{17, 33}, {33, 9}, {4, 9, 33}},
+        [](In x) {
+          return std::vector{matmul(x[0], x[1]), matmul(x[2], t(x[0])), matmul(t(x[1]), t(x[0])),
+                             addmm(select(x[1], 0, 0), x[0], x[1], 0.5, 2.0)};
+        },
+        dtype);
+    add_case(
+        "half_ops" + suffix, {{6, 40}, {3, 2, 9, 9}, {4, 2, 3, 3}},
+        [](In x) {
+          return std::vector{add(x[0], mul(x[0], 0.5)),
+                             exp(x[0]),
+                             softmax(x[0], 1),
+                             sum(x[0], {1}),
+                             conv2d(x[1], x[2], {}, {.padding = {1, 1}}),
+                             max_pool2d(x[1], {.kernel_size = {2, 2}}).values};
+        },
+        dtype);
+  }
   return cases;
 }
 
@@ -316,7 +340,11 @@ TEST_P(CudaParity, MatchesCpu) {
   const std::vector<Tensor> expected = c.op(cpu_inputs);
   const std::vector<Tensor> actual = c.op(cuda_inputs);
   ASSERT_EQ(expected.size(), actual.size());
-  const double tolerance = c.dtype == kFloat32 ? 1e-4 : 1e-10;
+  // Half results: within two units in the last place (the sums may add in another order).
+  const double tolerance = c.dtype == kFloat32    ? 1e-4
+                           : c.dtype == kFloat16  ? std::ldexp(1.0, -9)
+                           : c.dtype == kBFloat16 ? std::ldexp(1.0, -6)
+                                                  : 1e-10;
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(actual[i].device(), Device::cuda(0)) << "output " << i;
     EXPECT_EQ(actual[i].sizes(), expected[i].sizes()) << "output " << i;

@@ -154,7 +154,7 @@ TEST(Elementwise, ReluBackwardPassesTheGradientWhereTheOutputIsPositive) {
   EXPECT_THAT(relu_backward(from_vector<int64_t>({3, 4, 5}), from_vector<int64_t>({0, 2, -1})).to_vector<int64_t>(),
               ElementsAre(0, 4, 0));
   EXPECT_ERROR_CONTAINS(relu_backward(grad, f64({1, 2})), "relu_backward");
-  EXPECT_ERROR_CONTAINS(relu_backward(grad, to(result, kFloat32)), "relu_backward: expected tensors of one dtype");
+  EXPECT_ERROR_CONTAINS(relu_backward(grad, to(result, kInt64)), "relu_backward: expected tensors of one dtype");
 }
 
 TEST(Elementwise, ReluBackwardInPlaceWritesTheSameIntoTheGradient) {

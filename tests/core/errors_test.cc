@@ -14,16 +14,13 @@ TEST(Errors, AreDistgradErrorsDerivedFromRuntimeError) {
 }
 
 TEST(Errors, DtypeMismatchNamesTheOpAndBothOperands) {
-  EXPECT_ERROR_CONTAINS(untracked::add(zeros({2}), zeros({3}, {.dtype = kFloat64})),
-                        "add: expected tensors of one dtype, found a float32 tensor of shape [2] on cpu and a "
-                        "float64 tensor of shape [3] on cpu",
-                        "distgrad::to(t, dtype)");
   EXPECT_ERROR_CONTAINS(untracked::mul(zeros({2, 2}, {.dtype = kInt64}), zeros({2, 2})),
-                        "mul: expected tensors of one dtype, found a int64 tensor of shape [2, 2] on cpu and a "
-                        "float32 tensor of shape [2, 2] on cpu");
+                        "mul: expected tensors of one dtype (or two floating ones), found a int64 tensor of shape "
+                        "[2, 2] on cpu and a float32 tensor of shape [2, 2] on cpu",
+                        "distgrad::to(t, dtype)");
   EXPECT_ERROR_CONTAINS(untracked::eq(zeros({1}, {.dtype = kBool}), zeros({1})), "eq: expected tensors of one dtype",
                         "bool tensor of shape [1]");
-  EXPECT_ERROR_CONTAINS(untracked::add_(zeros({2}), zeros({2}, {.dtype = kFloat64})),
+  EXPECT_ERROR_CONTAINS(untracked::add_(zeros({2}, {.dtype = kInt64}), zeros({2}, {.dtype = kFloat64})),
                         "add_: expected tensors of one dtype");
 }
 
@@ -55,7 +52,7 @@ TEST(Errors, DeviceMismatchIsReported) {
 TEST(Errors, IntegerDivisionIsRejected) {
   const Tensor a = from_vector<int64_t>({4, 6});
   EXPECT_ERROR_CONTAINS(untracked::div(a, a),
-                        "div: expected a float32 or float64 tensor, found a int64 tensor of shape [2] on cpu",
+                        "div: expected a floating tensor, found a int64 tensor of shape [2] on cpu",
                         "integer division is not supported");
   EXPECT_ERROR_CONTAINS(untracked::div(a, 2.0), "div:", "integer division");
   EXPECT_ERROR_CONTAINS(untracked::div_(a, a), "div_:", "integer division");
@@ -64,7 +61,7 @@ TEST(Errors, IntegerDivisionIsRejected) {
 
 TEST(Errors, FloatingOnlyOpsRejectInt64) {
   const Tensor a = from_vector<int64_t>({1, 2});
-  const char* found = "expected a float32 or float64 tensor, found a int64 tensor of shape [2] on cpu";
+  const char* found = "expected a floating tensor, found a int64 tensor of shape [2] on cpu";
   EXPECT_ERROR_CONTAINS(untracked::exp(a), "exp: ", found);
   EXPECT_ERROR_CONTAINS(untracked::log(a), "log: ", found);
   EXPECT_ERROR_CONTAINS(untracked::sqrt(a), "sqrt: ", found);

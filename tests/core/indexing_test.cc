@@ -256,7 +256,7 @@ TEST(Indexing, WhereChecksItsArguments) {
   Tensor a = from_vector<double>({1, 2});
   EXPECT_ERROR_CONTAINS(untracked::where(a, a, a),
                         "where: expected a bool condition, found a float64 tensor of shape [2]");
-  EXPECT_ERROR_CONTAINS(untracked::where(from_vector<bool>({true, false}), a, from_vector<float>({1, 2})),
+  EXPECT_ERROR_CONTAINS(untracked::where(from_vector<bool>({true, false}), a, from_vector<int64_t>({1, 2})),
                         "where: expected tensors of one dtype");
   EXPECT_ERROR_CONTAINS(untracked::where(from_vector<bool>({true, false, true}), a, a),
                         "where: shapes [3] and [2] cannot be broadcast together");

@@ -268,7 +268,7 @@ TEST(Matmul, ShapeMismatchNamesBothShapes) {
 
 TEST(Matmul, RejectsIntegerAndMixedDtypes) {
   EXPECT_ERROR_CONTAINS(untracked::matmul(zeros({2, 2}, {.dtype = kInt64}), zeros({2, 2}, {.dtype = kInt64})),
-                        "matmul: expected a float32 or float64 tensor, found a int64 tensor of shape [2, 2]");
+                        "matmul: expected a floating tensor, found a int64 tensor of shape [2, 2]");
   EXPECT_ERROR_CONTAINS(untracked::matmul(zeros({2, 2}), zeros({2, 2}, {.dtype = kFloat64})),
                         "matmul: expected tensors of one dtype, found a float32 tensor of shape [2, 2] on cpu and a "
                         "float64 tensor of shape [2, 2] on cpu");

@@ -478,7 +478,7 @@ TEST(Conv2d, ChecksChannelsAndShapes) {
                         "conv2d: expected input of shape [N, C, H, W] or [C, H, W], found [5, 5]");
   EXPECT_ERROR_CONTAINS(
       untracked::conv2d(zeros({1, 1, 3, 3}, {.dtype = kInt64}), zeros({1, 1, 1, 1}, {.dtype = kInt64})),
-      "conv2d: expected a float32 or float64 tensor, found a int64 tensor");
+      "conv2d: expected a floating tensor, found a int64 tensor");
   EXPECT_ERROR_CONTAINS(untracked::conv2d(input, zeros({2, 3, 3, 3}, {.dtype = kFloat64})),
                         "conv2d: expected tensors of one dtype");
 }
@@ -658,7 +658,7 @@ TEST(Im2col, ChecksItsArguments) {
   EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({4, 4}), {.kernel_size = {2, 2}}),
                         "im2col: expected input of shape [N, C, H, W] or [C, H, W], found [4, 4]");
   EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
-                        "im2col: expected a float32 or float64 tensor, found a int64 tensor");
+                        "im2col: expected a floating tensor, found a int64 tensor");
   EXPECT_ERROR_CONTAINS(untracked::im2col(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
                         "im2col: expected positive kernel size, stride and dilation and non-negative padding, found "
                         "kernel [0, 2], stride [1, 1], padding [0, 0], dilation [1, 1]");
@@ -682,7 +682,7 @@ TEST(Col2im, ChecksItsArguments) {
       untracked::col2im(zeros({1, 4, 2, 10}), {3, 6}, kernel_2x2),
       "col2im: expected columns of shape [N, C * kh * kw, L] or [C * kh * kw, L], found [1, 4, 2, 10]");
   EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({4, 10}, {.dtype = kInt64}), {3, 6}, kernel_2x2),
-                        "col2im: expected a float32 or float64 tensor, found a int64 tensor");
+                        "col2im: expected a floating tensor, found a int64 tensor");
   EXPECT_ERROR_CONTAINS(untracked::col2im(zeros({4, 10}), {3, 6}, {.kernel_size = {2, 2}, .stride = {0, 1}}),
                         "col2im: expected positive kernel size, stride and dilation and non-negative padding",
                         "stride [0, 1]");
@@ -841,7 +841,7 @@ TEST(Pool2d, ChecksItsInput) {
   EXPECT_ERROR_CONTAINS(untracked::max_pool2d(zeros({4, 4}), {.kernel_size = {2, 2}}),
                         "max_pool2d: expected input of shape [N, C, H, W] or [C, H, W], found [4, 4]");
   EXPECT_ERROR_CONTAINS(untracked::avg_pool2d(zeros({1, 4, 4}, {.dtype = kInt64}), {.kernel_size = {2, 2}}),
-                        "avg_pool2d: expected a float32 or float64 tensor, found a int64 tensor");
+                        "avg_pool2d: expected a floating tensor, found a int64 tensor");
   EXPECT_ERROR_CONTAINS(untracked::max_pool2d(zeros({1, 4, 4}), {.kernel_size = {0, 2}}),
                         "max_pool2d: expected positive kernel size");
 }

@@ -39,6 +39,7 @@ class DataParallel : public ::testing::TestWithParam<int> {};
 TEST_P(DataParallel, GradientsEqualTheSingleProcessGradientsOfTheWholeBatch) {
   expect_scenario("ddp_gradients", GetParam());
 }
+TEST_P(DataParallel, HalfPrecisionGradientsAndAutocastAverageOverTheRanks) { expect_scenario("ddp_half", GetParam()); }
 TEST_P(DataParallel, NoSyncAccumulatesLocallyThenAveragesTheSum) { expect_scenario("ddp_no_sync", GetParam()); }
 TEST_P(DataParallel, UnusedParametersAreNamedOrAveragedOverTheRanksThatUsedThem) {
   expect_scenario("ddp_unused", GetParam());

@@ -3,6 +3,7 @@
 // naming the failed check, when something is wrong.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/copy.h"
@@ -540,6 +542,88 @@ int ddp_gradients() {
   return 0;
 }
 
+// A model held in float16 or bfloat16 (its gradients too): DDP all-reduces the half gradients
+// (summed in float, rounded once) and they equal the mean of the ranks' local gradients, each
+// computed here from its share, within the half type's rounding; and a float32 model trained
+// under autocast (bfloat16 compute, float32 gradients) averages as the float32 ones do.
+int ddp_half() {
+  auto pg = init_process_group({.backend = Backend::kCpu, .timeout = seconds(60)});
+  const int rank = pg->rank(), size = pg->size();
+  const Batch batch = full_batch(size, 5);
+  for (const DType dtype : {kBFloat16, kFloat16}) {
+    auto net = make_mlp(9);
+    net->to(dtype);
+    DistributedDataParallel ddp(*net, pg);
+    const Batch mine = share(batch, rank);
+    nn::mse_loss(ddp.forward(untracked::to(mine.x, dtype)), untracked::to(mine.y, dtype)).backward();
+    // Per element: the mean of the ranks' local gradients, and of their magnitudes (what the
+    // rounding of each is relative to).
+    std::vector<std::vector<double>> mean_of_locals(net->parameters().size()), mean_magnitude(mean_of_locals.size());
+    for (int other = 0; other < size; ++other) {
+      auto local = make_mlp(9);
+      local->to(dtype);
+      const Batch theirs = share(batch, other);
+      nn::mse_loss(local->forward(untracked::to(theirs.x, dtype)), untracked::to(theirs.y, dtype)).backward();
+      const std::vector<Tensor> params = local->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::vector<double> grad = params[i].grad().to_vector<double>();
+        mean_of_locals[i].resize(grad.size());
+        mean_magnitude[i].resize(grad.size());
+        for (size_t k = 0; k < grad.size(); ++k) {
+          mean_of_locals[i][k] += grad[k] / size;
+          mean_magnitude[i][k] += std::abs(grad[k]) / size;
+        }
+      }
+    }
+    const double epsilon = dtype == kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    const std::vector<Tensor> params = net->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& grad = params[i].grad();
+      require(grad.defined() && grad.dtype() == dtype, "parameter ", i, ": expected a ", dtype_name(dtype),
+              " gradient, found ", grad.defined() ? grad.describe() : "none");
+      const std::vector<double> found = grad.to_vector<double>();
+      for (size_t k = 0; k < found.size(); ++k) {
+        const double expected = mean_of_locals[i][k];
+        require_near(found[k], expected, 3 * epsilon * mean_magnitude[i][k] + 1e-30,
+                     str(dtype_name(dtype), " DDP gradient of parameter ", i, "[", k, "]"));
+      }
+    }
+  }
+  {
+    auto net = make_mlp(4);
+    net->to(kFloat32);
+    auto reference = make_mlp(4);
+    reference->to(kFloat32);
+    DistributedDataParallel ddp(*net, pg);
+    const Batch mine = share(batch, rank);
+    Tensor loss, reference_loss;
+    {
+      autograd::AutocastGuard autocast(DeviceType::kCPU);
+      loss = nn::mse_loss(ddp.forward(untracked::to(mine.x, kFloat32)), untracked::to(mine.y, kFloat32));
+      reference_loss =
+          nn::mse_loss(reference->forward(untracked::to(batch.x, kFloat32)), untracked::to(batch.y, kFloat32));
+    }
+    require(loss.dtype() == kFloat32, "the loss under autocast: expected float32, found ", loss.describe());
+    loss.backward();
+    reference_loss.backward();
+    // The shares' bfloat16 gradients and the whole batch's round differently: within 2^-5 of
+    // the parameter's largest gradient.
+    const std::vector<Tensor> a = net->parameters(), b = reference->parameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      require(a[i].grad().dtype() == kFloat32, "autocast: parameter ", i, "'s gradient is a ", a[i].grad().describe());
+      const std::vector<double> x = a[i].grad().to_vector<double>(), y = b[i].grad().to_vector<double>();
+      double largest = 0;
+      for (double value : y) largest = std::max(largest, std::abs(value));
+      for (size_t k = 0; k < x.size(); ++k) {
+        require_near(x[k], y[k], std::ldexp(largest, -5), str("autocast DDP gradient ", i, "[", k, "]"));
+      }
+    }
+  }
+  say("half-precision DDP gradients average as expected in a world of ", size);
+  destroy_process_group();
+  return 0;
+}
+
 // Two micro-batches, the first under no_sync: the first leaves local gradients, the second
 // averages the sum, as a single process accumulating both whole batches.
 int ddp_no_sync() {
@@ -751,6 +835,7 @@ int main(int argc, char** argv) {
                        {"same_host_off", same_host_off},
                        {"rank_stalls", rank_stalls},
                        {"ddp_gradients", ddp_gradients},
+                       {"ddp_half", ddp_half},
                        {"ddp_no_sync", ddp_no_sync},
                        {"ddp_unused", ddp_unused},
                        {"ddp_buffers", ddp_buffers},

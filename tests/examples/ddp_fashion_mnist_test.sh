@@ -5,9 +5,11 @@
 #            single-process run, 64 per batch, the same sample order) within 0.01;
 #   resumes: rank 1 exits after epoch 1 (--fail_at_epoch 1), distgrad-run --max-restarts 1
 #            restarts the group, which resumes from epoch 1 and ends with the checkpoint an
-#            uninterrupted run writes, byte for byte.
+#            uninterrupted run writes, byte for byte;
+#   precision: world size 2 with --precision bf16 and fp16 (autocast; fp16 with loss scaling)
+#              reaches the float32 run's test accuracy within 0.01, and a bad value exits with 2.
 # Checkpoints go to a fresh temporary directory, removed on exit.
-#   ddp_fashion_mnist_test.sh DISTGRAD_RUN DDP_FASHION_MNIST matches|resumes
+#   ddp_fashion_mnist_test.sh DISTGRAD_RUN DDP_FASHION_MNIST matches|resumes|precision
 set -euo pipefail
 launcher=$1
 example=$2
@@ -60,8 +62,23 @@ case "$mode" in
       echo "FAIL: the resumed run's final checkpoint differs from an uninterrupted run's"; exit 1; }
     echo "resumed from epoch 1 after the restart; final test accuracy $(final_accuracy restarted), as uninterrupted"
     ;;
+  precision)
+    run fp32 --nproc-per-node 2 -- --epochs 1 --checkpoint "$dir/fp32.safetensors"
+    fp32=$(final_accuracy fp32)
+    for precision in bf16 fp16; do
+      run "$precision" --nproc-per-node 2 -- --epochs 1 --precision "$precision" --checkpoint "$dir/$precision.safetensors"
+      half=$(final_accuracy "$precision")
+      awk -v a="$fp32" -v b="$half" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' || {
+        echo "FAIL: --precision $precision reached test accuracy $half, fp32 $fp32 (expected within 0.01)"; exit 1; }
+      echo "test accuracy: fp32 $fp32, $precision $half"
+    done
+    status=0
+    "$example" "${quick[@]}" --precision fp8 >"$dir/bad.log" 2>&1 || status=$?
+    [ "$status" -eq 2 ] && grep -q "precision must be fp32, bf16 or fp16, found 'fp8'" "$dir/bad.log" || {
+      cat "$dir/bad.log"; echo "FAIL: --precision fp8 exited with $status, expected 2 and a message"; exit 1; }
+    ;;
   *)
-    echo "usage: $0 DISTGRAD_RUN DDP_FASHION_MNIST matches|resumes" >&2
+    echo "usage: $0 DISTGRAD_RUN DDP_FASHION_MNIST matches|resumes|precision" >&2
     exit 2
     ;;
 esac

@@ -5,9 +5,11 @@
 #            example exits non-zero below --min_test_accuracy);
 #   resumes: one process (--local: the same arithmetic every run) trains 1 epoch, then resumes
 #            for the second alone, and must end with the checkpoint an uninterrupted 2-epoch run
-#            writes, byte for byte (an epoch's tasks depend only on the seed and its number).
+#            writes, byte for byte (an epoch's tasks depend only on the seed and its number);
+#   precision: a short epoch with --precision bf16 over 2 workers (autocast on the workers) and
+#            with fp16 in one process (autocast and loss scaling) runs to its accuracy line.
 # Files go to a fresh temporary directory, removed on exit.
-#   maml_fewshot_test.sh DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes
+#   maml_fewshot_test.sh DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes | precision
 set -euo pipefail
 launcher=$1
 example=$2
@@ -33,8 +35,17 @@ case "$mode" in
       { echo "FAIL: the resumed run's checkpoint differs from the uninterrupted run's"; exit 1; }
     echo "the resumed checkpoint equals the uninterrupted run's"
     ;;
+  precision)
+    short=(--epochs 1 --iterations_per_epoch 3 --meta_batch 2 --eval_tasks 4 --plot "")
+    timeout 120 "$launcher" --standalone --nproc-per-node 2 "$example" "${short[@]}" --precision bf16 \
+      --checkpoint "$dir/bf16.safetensors" | tee "$dir/bf16.log"
+    timeout 120 "$example" --local "${short[@]}" --precision fp16 --checkpoint "$dir/fp16.safetensors" | tee "$dir/fp16.log"
+    for run in bf16 fp16; do
+      grep -q "epoch 1: meta-train accuracy" "$dir/$run.log" || { echo "FAIL: the $run run reported no epoch"; exit 1; }
+    done
+    ;;
   *)
-    echo "usage: $0 DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes" >&2
+    echo "usage: $0 DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes | precision" >&2
     exit 2
     ;;
 esac

@@ -2,7 +2,8 @@
 // inputs and PyTorch's outputs that torch_reference.py wrote into DIR, computes the same cases
 // (values, first and second derivatives, each case under the same name) and fails, naming each
 // case, where any element differs from PyTorch's by more than 1e-13 relative to the largest
-// magnitude of PyTorch's tensor.
+// magnitude of PyTorch's tensor (float16 and bfloat16 results: one unit in the last place of
+// that magnitude, both sides computing in float and rounding once), or has another dtype.
 //
 //   torch_parity DIR
 #include <cmath>
@@ -22,7 +23,7 @@ std::map<std::string, Tensor> in, ref;
 double worst = 0;
 int compared = 0, failed = 0;
 
-void compare(const std::string& name, const Tensor& ours) {
+void compare(const std::string& name, const Tensor& ours, double tolerance = 1e-13) {
   auto it = ref.find(name);
   if (it == ref.end()) {
     std::printf("MISSING reference %s\n", name.c_str());
@@ -33,6 +34,12 @@ void compare(const std::string& name, const Tensor& ours) {
   if (ours.sizes() != theirs.sizes()) {
     std::printf("SHAPE %s: ours %s, torch %s\n", name.c_str(), dg::shape_str(ours.sizes()).c_str(),
                 dg::shape_str(theirs.sizes()).c_str());
+    ++failed;
+    return;
+  }
+  if (ours.dtype() != theirs.dtype()) {
+    std::printf("DTYPE %s: ours %s, torch %s\n", name.c_str(), dg::dtype_name(ours.dtype()),
+                dg::dtype_name(theirs.dtype()));
     ++failed;
     return;
   }
@@ -52,7 +59,7 @@ void compare(const std::string& name, const Tensor& ours) {
   }
   ++compared;
   worst = std::max(worst, err);
-  if (!(err <= 1e-13)) {
+  if (!(err <= tolerance)) {
     std::printf("DIFF %s: max relative error %.3g at %zu: ours %.17g, torch %.17g\n", name.c_str(), err, at, a[at],
                 b[at]);
     ++failed;
@@ -84,6 +91,45 @@ void record(const std::string& name, const std::function<Tensor(const TensorList
   TensorList ggs = dg::autograd::grad({total}, xs, {.allow_unused = true});
   for (size_t i = 0; i < xs.size(); ++i)
     compare(name + ".gg." + leaves[i], ggs[i].defined() ? ggs[i] : dg::zeros_like(xs[i]));
+}
+
+// float16 and bfloat16: the values of elementwise ops, reductions, matmul, conv2d and layer_norm
+// on PyTorch's half inputs, and a linear layer and its loss and gradients under CPU autocast.
+void compare_half_precision() {
+  for (const auto& [tag, ulp] : {std::pair{"f16", std::ldexp(1.0, -10)}, std::pair{"bf16", std::ldexp(1.0, -7)}}) {
+    const std::string prefix = tag;
+    const auto h = [&](const std::string& name) { return in.at(prefix + "." + name); };
+    const Tensor a = h("a"), b = h("b"), pos = h("pos"), cube = h("cube");
+    compare(prefix + ".elementwise",
+            dg::cat({a + b, a * b, a / (dg::abs(b) + 0.5), dg::exp(a), dg::log(pos), dg::tanh(a), dg::sigmoid(a),
+                     dg::sqrt(pos), a * 3.0, dg::relu(a)}),
+            ulp);
+    compare(prefix + ".reductions",
+            dg::cat({dg::sum(cube, {0, 2}), dg::flatten(dg::mean(cube, {1})), dg::flatten(dg::amax(cube, {2})),
+                     dg::flatten(dg::softmax(a, 1)), dg::flatten(dg::log_softmax(a, 0)),
+                     dg::flatten(dg::logsumexp(cube, {1}))}),
+            ulp);
+    compare(prefix + ".matmul", dg::matmul(h("mat"), dg::slice(a, 0, 0, 3)), ulp);
+    compare(prefix + ".conv2d",
+            dg::conv2d(h("img"), h("w_full"), h("bias3"), {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}}),
+            ulp);
+    compare(prefix + ".layer_norm", dg::nn::layer_norm(h("ln_x"), {8}, h("ln_w"), h("ln_b")), ulp);
+  }
+  Tensor w = dg::to(dg::slice(in.at("b"), 0, 0, 3), dg::kFloat32), bias = dg::to(in.at("bias3"), dg::kFloat32);
+  w.requires_grad_();
+  bias.requires_grad_();
+  Tensor output, loss;
+  {
+    dg::autograd::AutocastGuard autocast(dg::DeviceType::kCPU);
+    output = dg::nn::linear(dg::to(in.at("a"), dg::kFloat32), w, bias);
+    loss = dg::nn::cross_entropy(output, dg::from_vector<int64_t>({0, 2, 1, 1, 0}));
+  }
+  loss.backward();
+  const double bf16_ulp = std::ldexp(1.0, -7);
+  compare("autocast.linear", output, bf16_ulp);
+  compare("autocast.loss", loss, 1e-6);
+  compare("autocast.grad.w", w.grad(), bf16_ulp);
+  compare("autocast.grad.b", bias.grad(), 1e-6);
 }
 
 int main(int argc, char** argv) {
@@ -285,7 +331,8 @@ int main(int argc, char** argv) {
          },
          {"seq"});
   record("encoder", [&](In x) { return enc.forward(x[0], {.is_causal = true}); }, {"seq"});
-  std::printf("%d tensors compared with PyTorch's, %d differ beyond 1e-13 relative; largest difference %.3g\n",
+  compare_half_precision();
+  std::printf("%d tensors compared with PyTorch's, %d differ beyond their tolerance; largest difference %.3g\n",
               compared, failed, worst);
   return failed ? 1 : 0;
 }

@@ -47,6 +47,10 @@ for n, p in enc.state_dict().items(): t["enc." + n] = p.contiguous()
 t["seq"] = torch.randn(2, 5, 8, dtype=d)
 t["kpm"] = torch.tensor([[0, 0, 0, 0, 1], [0, 0, 1, 1, 0]], dtype=d)
 t["emb_w"] = torch.randn(7, 3, dtype=d); t["ids"] = torch.tensor([[1, 3, 0], [6, 1, 1]], dtype=torch.int64)
+# Half precision: inputs rounded to float16 and bfloat16 by PyTorch ("f16.a", "bf16.a", ...).
+for tag, half in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+    for k in ("a", "b", "pos", "cube", "mat", "img", "w_full", "bias3", "ln_x", "ln_w", "ln_b"):
+        t[f"{tag}.{k}"] = t[k].to(half)
 t = {k: v.contiguous() for k, v in t.items()}
 save_file(t, f"{directory}/inputs.safetensors")
 
@@ -142,5 +146,27 @@ record("mha", run_mha, "seq")
 enc = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, dropout=0.0, batch_first=True, dtype=torch.float64)
 enc.load_state_dict({k[4:]: v for k, v in t.items() if k.startswith("enc.")})
 record("encoder", lambda x: enc(x, src_mask=torch.nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64), is_causal=True), "seq")
+# Half precision, values: what PyTorch's CPU half kernels compute from the half inputs.
+for tag in ("f16", "bf16"):
+    def h(k):
+        return t[f"{tag}.{k}"]
+    a, b, pos = h("a"), h("b"), h("pos")
+    out[f"{tag}.elementwise"] = torch.cat([a + b, a * b, a / (b.abs() + 0.5), torch.exp(a), torch.log(pos), torch.tanh(a), torch.sigmoid(a), torch.sqrt(pos), a * 3.0, torch.relu(a)])
+    out[f"{tag}.reductions"] = torch.cat([h("cube").sum((0, 2)), h("cube").mean(1).flatten(), h("cube").amax(2).flatten(), torch.softmax(a, 1).flatten(), torch.log_softmax(a, 0).flatten(), torch.logsumexp(h("cube"), 1).flatten()])
+    out[f"{tag}.matmul"] = torch.matmul(h("mat"), a[:3])
+    out[f"{tag}.conv2d"] = F.conv2d(h("img"), h("w_full"), h("bias3"), stride=(2, 1), padding=(1, 2), dilation=(1, 2))
+    out[f"{tag}.layer_norm"] = F.layer_norm(h("ln_x"), (8,), h("ln_w"), h("ln_b"))
+# Autocast on the CPU (bfloat16): a linear layer's bfloat16 output, the float32 loss, and the
+# float32 gradients of its float32 weight and bias.
+amp_w = t["b"][:3].float().requires_grad_(True)
+amp_b = t["bias3"].float().requires_grad_(True)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    amp_out = F.linear(t["a"].float(), amp_w, amp_b)
+    amp_loss = F.cross_entropy(amp_out, torch.tensor([0, 2, 1, 1, 0]))
+amp_loss.backward()
+out["autocast.linear"] = amp_out.detach()
+out["autocast.loss"] = amp_loss.detach()
+out["autocast.grad.w"] = amp_w.grad
+out["autocast.grad.b"] = amp_b.grad
 save_file({k: v.contiguous() for k, v in out.items()}, f"{directory}/torch_outputs.safetensors")
 print(f"torch {torch.__version__}: {len(out)} reference tensors")
