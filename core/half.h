@@ -1,9 +1,9 @@
 // Float16 and BFloat16: the 16-bit floating-point element types (IEEE 754 binary16, and bfloat16:
 // float32's exponent with 7 mantissa bits), as C++ types for the kernels that move them.
 //
-// distgrad stores and moves half-precision tensors (untracked::to in both directions, copies, views,
-// fill, collectives, safetensors, the RPC wire) and computes in float32 or float64: other ops
-// refuse them, naming the dtype (dispatch_dtype in core/dtype.h). Conversions from float round
+// The kernels that move data (untracked::to in both directions, copies, views, fill, collectives,
+// safetensors, the RPC wire) take them as they are; the ops that compute widen them to float32 and
+// round their result back (Note [Half precision compute] in core/op_checks.h). Conversions from float round
 // to nearest, ties to even, as PyTorch's and CUDA's do; NaN stays NaN and overflow becomes inf.
 // float64 and int64 convert through float, as in PyTorch (so a float64 just off a tie can round
 // the other way than a direct conversion would).
