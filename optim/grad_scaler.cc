@@ -22,8 +22,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 
 Tensor GradScaler::scale(const Tensor& loss) const {
   loss.check_defined("GradScaler::scale");
-  DISTGRAD_CHECK(is_floating(loss.dtype()) || is_half(loss.dtype()),
-                 "GradScaler::scale: expected a floating loss, found a ", loss.describe());
+  DISTGRAD_CHECK(is_floating(loss.dtype()), "GradScaler::scale: expected a floating loss, found a ", loss.describe());
   return options_.enabled ? loss * scale_ : loss;
 }
 

@@ -443,6 +443,32 @@ TEST(FunctionalLinearAndBatchNorm, MatchTheirModules) {
   expect_values_near(nn::batch_norm(images, running_mean, running_var, module.weight, module.bias),
                      values(module.forward(images)));
   EXPECT_ERROR_CONTAINS(nn::batch_norm(images, {}, {}), "batch_norm: evaluation (training = false) needs running_mean");
+  EXPECT_ERROR_CONTAINS(nn::batch_norm(images, zeros({4}, kDouble), ones({3}, kDouble)),
+                        "batch_norm: expected a running_mean of shape [3], dtype float64 on cpu, found a float64 "
+                        "tensor of shape [4]");
+}
+
+// The layers' argument errors, each naming the layer and what it found.
+TEST(LayerErrors, NameTheLayerAndWhatWasFound) {
+  const Tensor x = randn({2, 3, 4}, kDouble);
+  EXPECT_ERROR_CONTAINS(nn::pad(x, {-3, -2}), "pad: cropping dim 2 of size 4 by -3 and -2 leaves a negative size");
+  nn::MultiheadAttention attention(4, 2, {.batch_first = true}, kDouble);
+  EXPECT_ERROR_CONTAINS(attention.forward(x, x, x, {.attn_mask = zeros({3, 2}, {.dtype = kBool})}),
+                        "expected an attn_mask of shape [3, 3] or [4, 3, 3], found [3, 2]");
+  EXPECT_ERROR_CONTAINS(attention.forward(x, x, x, {.key_padding_mask = zeros({2, 3}, {.dtype = kInt64})}),
+                        "expected a bool or float64 key_padding_mask on cpu, found a int64 tensor of shape [2, 3]");
+  EXPECT_ERROR_CONTAINS(attention.forward(x, x, x, {.key_padding_mask = zeros({3, 3}, {.dtype = kBool})}),
+                        "expected a key_padding_mask of shape [2, 3], found [3, 3]");
+  nn::TransformerEncoderLayer encoder(4, 2, {.dim_feedforward = 8, .batch_first = true}, kDouble);
+  EXPECT_ERROR_CONTAINS(encoder.forward(randn({2, 3, 5}, kDouble)),
+                        "expected src of shape [batch, sequence, 4], found [2, 3, 5]");
+  nn::GroupNorm group_norm(2, 4, {}, kDouble);
+  EXPECT_ERROR_CONTAINS(group_norm.forward(x), "expected input of shape [N, 4, *], found [2, 3, 4]");
+  EXPECT_ERROR_CONTAINS(nn::Embedding(5, 2, {.padding_idx = 5}), "Embedding: expected padding_idx in [-5, 5), found 5");
+  EXPECT_ERROR_CONTAINS(nn::Dropout(1.5), "expected a dropout probability in [0, 1], found 1.5");
+  EXPECT_ERROR_CONTAINS(nn::dropout(x, -0.1), "dropout: expected a dropout probability in [0, 1], found -0.1");
+  EXPECT_ERROR_CONTAINS(nn::layer_norm(x, {4}, {}, {}, -1), "layer_norm: expected a non-negative eps, found -1");
+  EXPECT_ERROR_CONTAINS(nn::LayerNorm({4}, {}, {.dtype = kInt64}), "LayerNorm: expected a floating dtype, found int64");
 }
 
 }  // namespace

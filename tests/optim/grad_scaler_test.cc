@@ -68,6 +68,8 @@ TEST(GradScaler, GrowsAfterGrowthIntervalCleanSteps) {
   EXPECT_EQ(scales, (std::vector<double>{8, 8, 32, 32, 32, 128, 128}));
   scaler.update(2.0);
   EXPECT_EQ(scaler.get_scale(), 2);
+  EXPECT_ERROR_CONTAINS(scaler.update(0.0), "GradScaler::update: expected a positive, finite scale, found 0");
+  EXPECT_EQ(scaler.get_scale(), 2);
 }
 
 TEST(GradScaler, OrderRulesAndOptionsAreChecked) {

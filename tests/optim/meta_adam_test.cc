@@ -12,20 +12,16 @@
 #include "autograd/ops.h"
 #include "core/ops.h"
 #include "tests/core/test_util.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace distgrad::optim {
 namespace {
 
 using autograd::TensorList;
 using ::testing::DoubleNear;
+using testing::leaf;
 using ::testing::Pointwise;
 using testing::values;
-
-Tensor leaf(const std::vector<double>& data, const Shape& sizes) {
-  Tensor t = from_vector(data, sizes);
-  t.requires_grad_();
-  return t;
-}
 
 TEST(MetaAdam, FirstStepAndItsDerivativeByHand) {
   // Inner loss 0.5 (p - 3)^2 at p0 = 1: g = -2. After bias correction m = g and v = g^2, so the

@@ -15,17 +15,13 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tests/core/test_util.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace distgrad::optim {
 namespace {
 
+using testing::leaf;
 using testing::values;
-
-Tensor leaf(const std::vector<double>& data, const Shape& sizes) {
-  Tensor t = from_vector(data, sizes);
-  t.requires_grad_();
-  return t;
-}
 
 std::vector<Tensor> make_parameters() { return {leaf({0.5, -1.0, 1.5, 2.0}, {2, 2}), leaf({0.1, -0.2, 0.3}, {3})}; }
 

@@ -8,17 +8,13 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tests/core/test_util.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace distgrad::optim {
 namespace {
 
+using testing::leaf;
 using testing::values;
-
-Tensor leaf(const std::vector<double>& data, const Shape& sizes) {
-  Tensor t = from_vector(data, sizes);
-  t.requires_grad_();
-  return t;
-}
 
 Tensor copy_of(const Tensor& parameter) {
   Tensor copy = untracked::clone(parameter.detach());

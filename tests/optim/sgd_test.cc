@@ -9,19 +9,15 @@
 #include "autograd/ops.h"
 #include "core/ops.h"
 #include "tests/core/test_util.h"
+#include "tests/nn/nn_test_util.h"
 
 namespace distgrad::optim {
 namespace {
 
 using ::testing::DoubleNear;
+using testing::leaf;
 using ::testing::Pointwise;
 using testing::values;
-
-Tensor leaf(const std::vector<double>& data, const Shape& sizes) {
-  Tensor t = from_vector(data, sizes);
-  t.requires_grad_();
-  return t;
-}
 
 // The values of a one-element parameter p0 = 1 after each of three steps with gradients
 // 0.5, -1 and 2.
