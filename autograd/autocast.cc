@@ -7,7 +7,9 @@
 namespace distgrad::autograd {
 
 // Note [Autocast policy]
-// PyTorch's autocast op lists (torch.amp, CUDA's), for the ops distgrad has:
+// PyTorch's autocast op lists (torch.amp, CUDA's), for the ops distgrad has, on every device
+// type (PyTorch's CPU lists keep the reductions, softmax and the norms in the half dtype; one
+// policy on both devices gives the CPU the results CUDA defines):
 // - lower precision (the scope's dtype, accumulating in float32: Note [Half precision compute]):
 //   matmul, addmm, linear, conv2d, and through them scaled_dot_product_attention and
 //   MultiheadAttention;

@@ -4,6 +4,7 @@
 #include "core/half.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -68,6 +69,53 @@ TEST(Half, BFloat16RoundsToNearestTiesToEven) {
   };
   for (const auto& [in, out] : cases) EXPECT_EQ(static_cast<float>(BFloat16(in)), out) << in;
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(std::numeric_limits<float>::signaling_NaN()))));
+}
+
+// Conversions of whole tensors (the CPU's F16C instructions where it has them) give the scalar
+// conversions' results: every float16 to float, and floats of every exponent, rounding cases
+// and specials to float16; contiguous (a length that leaves a tail) and strided.
+TEST(Half, TensorConversionsGiveTheScalarConversions) {
+  std::vector<uint16_t> patterns(0x10000 + 3);
+  for (uint32_t bits = 0; bits < patterns.size(); ++bits) patterns[bits] = static_cast<uint16_t>(bits);
+  Tensor halves = empty({static_cast<int64_t>(patterns.size())}, {.dtype = kFloat16});
+  std::memcpy(halves.data_ptr(), patterns.data(), patterns.size() * sizeof(uint16_t));
+  for (const Tensor& source : {halves, slice(halves, 0, 1, halves.size(0), 3)}) {
+    const std::vector<float> widened = to(source, kFloat32).to_vector<float>();
+    const Tensor source_copy = contiguous(source);
+    const uint16_t* source_bits = static_cast<const uint16_t*>(source_copy.data_ptr());
+    for (size_t i = 0; i < widened.size(); ++i) {
+      const float expected = Float16::from_bits(source_bits[i]);
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(widened[i])) << std::hex << source_bits[i];
+      } else {
+        EXPECT_EQ(widened[i], expected) << std::hex << source_bits[i];
+      }
+    }
+  }
+  std::vector<float> floats;
+  for (uint32_t bits = 0; bits < 0xffffffffu - 40009; bits += 40009) {  // every exponent, both signs
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    floats.push_back(value);
+  }
+  for (float special : {65504.0f, 65519.99f, 65520.0f, 2049.0f, 2051.0f, std::ldexp(1.0f, -25), std::ldexp(1.5f, -24),
+                        -0.0f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+    floats.push_back(special);
+  }
+  const Tensor wide = from_vector(floats);
+  for (const Tensor& source : {wide, slice(wide, 0, 0, wide.size(0), 2)}) {
+    const Tensor narrowed = contiguous(to(source, kFloat16));
+    const uint16_t* bits = static_cast<const uint16_t*>(narrowed.data_ptr());
+    const std::vector<float> values_in = source.to_vector<float>();
+    for (size_t i = 0; i < values_in.size(); ++i) {
+      const Float16 expected(values_in[i]);
+      if (std::isnan(values_in[i])) {
+        EXPECT_TRUE(std::isnan(static_cast<float>(Float16::from_bits(bits[i])))) << values_in[i];
+      } else {
+        EXPECT_EQ(bits[i], expected.bits) << values_in[i];
+      }
+    }
+  }
 }
 
 TEST(Half, TensorsAreMadeConvertedCopiedAndViewed) {
