@@ -40,6 +40,16 @@ const AutocastState* casting_state(const Tensor& t) {
   return state.enabled ? &state : nullptr;
 }
 
+// The scope's half dtype when autocast's lower-precision cast changes `t`.
+std::optional<DType> lower_precision_cast(const Tensor& t) {
+  const AutocastState* state = casting_state(t);
+  if (state == nullptr || t.dtype() == state->dtype) return std::nullopt;
+  return state->dtype;
+}
+
+// Whether autocast's float32 cast changes `t`.
+bool widens_to_float32(const Tensor& t) { return casting_state(t) != nullptr && is_half(t.dtype()); }
+
 }  // namespace
 
 bool is_autocast_enabled(DeviceType device_type) { return state_of(device_type).enabled; }
@@ -58,27 +68,19 @@ AutocastGuard::AutocastGuard(DeviceType device_type, std::optional<DType> dtype,
 AutocastGuard::~AutocastGuard() { state_of(device_type_) = {.enabled = previous_enabled_, .dtype = previous_dtype_}; }
 
 Tensor autocast_to_lower_precision(const Tensor& t) {
-  const AutocastState* state = casting_state(t);
-  return state != nullptr && t.dtype() != state->dtype ? to(t, state->dtype) : t;
+  const std::optional<DType> dtype = lower_precision_cast(t);
+  return dtype ? to(t, *dtype) : t;
 }
 
-Tensor autocast_to_float32(const Tensor& t) {
-  const AutocastState* state = casting_state(t);
-  return state != nullptr && is_half(t.dtype()) ? to(t, kFloat32) : t;
-}
+Tensor autocast_to_float32(const Tensor& t) { return widens_to_float32(t) ? to(t, kFloat32) : t; }
 
 bool casts_to_lower_precision(std::initializer_list<const Tensor*> operands) {
-  return std::any_of(operands.begin(), operands.end(), [](const Tensor* t) {
-    const AutocastState* state = casting_state(*t);
-    return state != nullptr && t->dtype() != state->dtype;
-  });
+  return std::any_of(operands.begin(), operands.end(),
+                     [](const Tensor* t) { return lower_precision_cast(*t).has_value(); });
 }
 
 bool casts_to_float32(std::initializer_list<const Tensor*> operands) {
-  return std::any_of(operands.begin(), operands.end(), [](const Tensor* t) {
-    const AutocastState* state = casting_state(*t);
-    return state != nullptr && is_half(t->dtype());
-  });
+  return std::any_of(operands.begin(), operands.end(), [](const Tensor* t) { return widens_to_float32(*t); });
 }
 
 }  // namespace distgrad::autograd

@@ -57,9 +57,10 @@ class AutocastDisabledGuard {
   AutocastGuard cuda_{DeviceType::kCUDA, std::nullopt, false};
 };
 
-// The casts op implementations (autograd's ops, nn's layers and losses) apply to their tensor operands (Note [Autocast
-// policy]): `t` itself unless autocast is on for its device and it is float32 or the other half dtype
-// (to_lower_precision), or half (to_float32); float64 and non-floating tensors are never cast.
+// The casts op implementations (autograd's ops, nn's layers and losses) apply to their tensor
+// operands (Note [Autocast policy]): `t` itself unless autocast is on for its device and it is
+// float32 or the other half dtype (to_lower_precision), or half (to_float32); float64 and
+// non-floating tensors are never cast.
 // The `casts_*` tests say whether any of `operands` would change, so an op reads
 //   if (casts_to_float32({&t})) return softmax(autocast_to_float32(t), dim);
 Tensor autocast_to_lower_precision(const Tensor& t);

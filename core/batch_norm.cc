@@ -81,14 +81,6 @@ void check_backward_arguments(const char* op, const Tensor& grad_output, const T
   check_per_channel(op, "invstd", invstd, input, /*optional=*/false);
 }
 
-// Converts the defined tensors among `results`, computed in float32, back to a half `dtype`
-// (Note [Half precision compute] in core/op_checks.h).
-void round_back(DType dtype, std::initializer_list<Tensor*> results) {
-  for (Tensor* result : results) {
-    if (result->defined()) *result = to(*result, dtype);
-  }
-}
-
 // batch_norm_backward's gradients into `grad_input` when it is defined (grad_output itself, for
 // batch_norm_backward_), else into fresh tensors.
 BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -99,7 +91,7 @@ BatchNormGrads run_backward(const char* op, const Tensor& grad_output, const Ten
     using detail::widened;
     BatchNormGrads grads = run_backward(op, widened(grad_output), widened(input), widened(weight), widened(mean),
                                         widened(invstd), needed, Tensor());
-    round_back(input.dtype(), {&grads.input, &grads.weight, &grads.bias});
+    detail::round_back(input.dtype(), {&grads.input, &grads.weight, &grads.bias});
     if (grad_input.defined() && grads.input.defined()) grads.input = copy_(grad_input, grads.input);
     return grads;
   }
@@ -127,7 +119,7 @@ BatchNormOutputs batch_norm(const Tensor& input, const Tensor& weight, const Ten
   if (is_half(input.dtype())) {
     using detail::widened;
     BatchNormOutputs result = batch_norm(widened(input), widened(weight), widened(bias), eps);
-    round_back(input.dtype(), {&result.output, &result.mean, &result.var, &result.invstd});
+    detail::round_back(input.dtype(), {&result.output, &result.mean, &result.var, &result.invstd});
     return result;
   }
   const kernels::DeviceKernels& device = fused_kernels("batch_norm", input);
@@ -169,7 +161,7 @@ BatchNormDoubleGrads batch_norm_double_backward(const Tensor& gg_input, const Te
     BatchNormDoubleGrads grads =
         batch_norm_double_backward(widened(gg_input), widened(gg_weight), widened(gg_bias), widened(grad_output),
                                    widened(input), widened(weight), widened(mean), widened(invstd), needed);
-    round_back(input.dtype(), {&grads.grad_output, &grads.input, &grads.weight});
+    detail::round_back(input.dtype(), {&grads.grad_output, &grads.input, &grads.weight});
     return grads;
   }
   const kernels::DeviceKernels& device = fused_kernels(op, input);

@@ -526,9 +526,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad_output, const Tensor& input, cons
   if (is_half(weight.dtype())) {
     Conv2dGrads grads =
         conv2d_backward(detail::widened(grad_output), detail::widened(input), detail::widened(weight), needed, options);
-    for (Tensor* grad : {&grads.input, &grads.weight, &grads.bias}) {
-      if (grad->defined()) *grad = to(*grad, weight.dtype());
-    }
+    detail::round_back(weight.dtype(), {&grads.input, &grads.weight, &grads.bias});
     return grads;
   }
   bool unbatched = false;

@@ -29,6 +29,12 @@ DType common_dtype(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor widened(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? to(t, kFloat32) : t; }
 
+void round_back(DType dtype, std::initializer_list<Tensor*> results) {
+  for (Tensor* result : results) {
+    if (result->defined()) *result = to(*result, dtype);
+  }
+}
+
 void check_floating(const char* op, const Tensor& t) {
   t.check_defined(op);
   DISTGRAD_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor, found a ", t.describe());

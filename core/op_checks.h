@@ -9,6 +9,8 @@
 // takes half operands itself (cuBLAS's GemmEx on CUDA; on the CPU, float32 copies and sgemm).
 #pragma once
 
+#include <initializer_list>
+
 #include "core/copy.h"
 #include "core/tensor.h"
 
@@ -27,6 +29,9 @@ template <typename Op>
 Tensor via_float32(const Tensor& t, Op&& op) {
   return to(op(widened(t)), t.dtype());
 }
+// Converts the defined tensors among `results` (an op's results, computed in float32) back to
+// the half `dtype` of its inputs.
+void round_back(DType dtype, std::initializer_list<Tensor*> results);
 // A floating dtype (float32, float64, float16 or bfloat16).
 void check_floating(const char* op, const Tensor& t);
 // `self` can be written in place: defined and not expanded (no two elements share memory).

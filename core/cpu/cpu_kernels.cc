@@ -50,30 +50,19 @@ void fill(const Tensor& out, double value) {
   });
 }
 
-// A copy between float32 and float16: contiguous runs converted at once (cpu/half_convert.h).
-template <typename Out, typename In, typename Run>
-void copy_by_runs(const Tensor& out, const Tensor& in, Run convert_run) {
-  Out* out_data = static_cast<Out*>(out.data_ptr());
-  const In* in_data = static_cast<const In*>(in.data_ptr());
-  StridedLoop<2>(out.sizes(), {&out.strides(), &in.strides()})
-      .run([&](const auto& offsets, const auto& steps, int64_t count) {
-        Out* o = out_data + offsets[0];
-        const In* x = in_data + offsets[1];
-        if (steps[0] == 1 && steps[1] == 1) return convert_run(o, x, count);
-        for (int64_t j = 0; j < count; ++j) o[j * steps[0]] = static_cast<Out>(x[j * steps[1]]);
-      });
-}
-
 void copy(const Tensor& out, const Tensor& in) {
-  if (out.dtype() == kFloat16 && in.dtype() == kFloat32)
-    return copy_by_runs<Float16, float>(out, in, cpu::float_to_float16);
-  if (out.dtype() == kFloat32 && in.dtype() == kFloat16)
-    return copy_by_runs<float, Float16>(out, in, cpu::float16_to_float);
   dispatch_storage_dtype(out.dtype(), "copy", [&](auto out_tag) {
     using Out = typename decltype(out_tag)::type;
     dispatch_storage_dtype(in.dtype(), "copy", [&](auto in_tag) {
       using In = typename decltype(in_tag)::type;
-      map_unary<Out, In>(out, in, [](In x) { return static_cast<Out>(x); });
+      const auto convert = [](In x) { return static_cast<Out>(x); };
+      if constexpr (std::is_same_v<Out, float> && is_half(dtype_of<In>())) {  // runs at once: cpu/half_convert.h
+        map_unary<Out, In>(out, in, convert, [](Out* o, const In* x, int64_t n) { cpu::to_float(o, x, n); });
+      } else if constexpr (std::is_same_v<In, float> && is_half(dtype_of<Out>())) {
+        map_unary<Out, In>(out, in, convert, [](Out* o, const In* x, int64_t n) { cpu::from_float(o, x, n); });
+      } else {
+        map_unary<Out, In>(out, in, convert);
+      }
     });
   });
 }
@@ -366,12 +355,7 @@ std::vector<float> widened_matrices(const void* data, int64_t count, int64_t str
   float* next = out.data();
   for (int64_t i = 0; i < matrices; ++i) {
     for (int64_t r = 0; r < rows; ++r, next += cols) {
-      const Half* row = in + i * stride + r * ld;
-      if constexpr (std::is_same_v<Half, Float16>) {
-        cpu::float16_to_float(next, row, cols);
-      } else {
-        for (int64_t c = 0; c < cols; ++c) next[c] = static_cast<float>(row[c]);
-      }
+      cpu::to_float(next, in + i * stride + r * ld, cols);
     }
   }
   return out;
@@ -404,12 +388,7 @@ void half_gemm(const GemmArgs& args) {
   const float* result = c.data();
   for (int64_t i = 0; i < args.batch; ++i) {
     for (int64_t r = 0; r < args.m; ++r, result += args.n) {
-      Half* row = out + i * args.stride_c + r * args.ldc;
-      if constexpr (std::is_same_v<Half, Float16>) {
-        cpu::float_to_float16(row, result, args.n);
-      } else {
-        for (int64_t col = 0; col < args.n; ++col) row[col] = Half(result[col]);
-      }
+      cpu::from_float(out + i * args.stride_c + r * args.ldc, result, args.n);
     }
   }
 }

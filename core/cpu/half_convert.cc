@@ -35,7 +35,7 @@ __attribute__((target("avx,f16c"))) int64_t float16_to_float_f16c(float* out, co
 
 }  // namespace
 
-void float_to_float16(Float16* out, const float* in, int64_t count) {
+void from_float(Float16* out, const float* in, int64_t count) {
   int64_t done = 0;
 #if defined(__x86_64__)
   if (has_f16c()) done = float_to_float16_f16c(out, in, count);
@@ -43,12 +43,20 @@ void float_to_float16(Float16* out, const float* in, int64_t count) {
   for (int64_t i = done; i < count; ++i) out[i] = Float16(in[i]);
 }
 
-void float16_to_float(float* out, const Float16* in, int64_t count) {
+void to_float(float* out, const Float16* in, int64_t count) {
   int64_t done = 0;
 #if defined(__x86_64__)
   if (has_f16c()) done = float16_to_float_f16c(out, in, count);
 #endif
   for (int64_t i = done; i < count; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+void from_float(BFloat16* out, const float* in, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = BFloat16(in[i]);
+}
+
+void to_float(float* out, const BFloat16* in, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(in[i]);
 }
 
 }  // namespace distgrad::cpu

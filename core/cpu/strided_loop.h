@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -112,9 +113,13 @@ class StridedLoop {
   std::array<std::array<int64_t, kMaxDims>, N> strides_{};
 };
 
-// out[i] = op(in[i]) over same-shaped tensors.
-template <typename Out, typename In, typename Op>
-void map_unary(const Tensor& out, const Tensor& in, Op op) {
+// map_unary's default: contiguous runs too are mapped element by element with `op`.
+struct EachElement {};
+
+// out[i] = op(in[i]) over same-shaped tensors; with a `run`, each run contiguous in both is
+// handed whole to run(o, x, count) instead (a conversion done many at once: cpu/half_convert.h).
+template <typename Out, typename In, typename Op, typename Run = EachElement>
+void map_unary(const Tensor& out, const Tensor& in, Op op, Run run = {}) {
   Out* out_data = static_cast<Out*>(out.data_ptr());
   const In* in_data = static_cast<const In*>(in.data_ptr());
   StridedLoop<2>(out.sizes(), {&out.strides(), &in.strides()})
@@ -122,7 +127,11 @@ void map_unary(const Tensor& out, const Tensor& in, Op op) {
         Out* o = out_data + offsets[0];
         const In* x = in_data + offsets[1];
         if (steps[0] == 1 && steps[1] == 1) {
-          for (int64_t j = 0; j < count; ++j) o[j] = op(x[j]);
+          if constexpr (std::is_same_v<Run, EachElement>) {
+            for (int64_t j = 0; j < count; ++j) o[j] = op(x[j]);
+          } else {
+            run(o, x, count);
+          }
         } else if (steps[0] == 1 && steps[1] == 0) {  // a broadcast input: a fill
           const Out value = op(*x);
           for (int64_t j = 0; j < count; ++j) o[j] = value;
