@@ -22,6 +22,7 @@
 #include "ddp/sync_batch_norm.h"
 #include "dist_autograd/dist_autograd.h"
 #include "dist_autograd/init_rpc.h"
+#include "dist_optim/distributed_optimizer.h"
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
@@ -51,3 +52,4 @@
 #include "partition/reducer.h"
 #include "partition/remote_call.h"
 #include "rpc/rpc.h"
+#include "rpc/rref.h"

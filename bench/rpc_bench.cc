@@ -1,6 +1,6 @@
 // RPC costs, measured by a world of processes on one machine: round-trip latency of an echo,
-// calls per second with a window of calls in flight, the start-up of a whole world, and whole
-// distributed autograd contexts.
+// calls per second with a window of calls in flight, the start-up of a whole world, whole
+// distributed autograd contexts, and remote references.
 //
 // Every rank runs this program with the launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT); rank 0 measures and prints one JSON line per workload on stdout:
@@ -25,6 +25,24 @@
 //                 dist_autograd/chain3: worker0 -> worker1 (sin) -> worker2 (square) -> worker0
 //                   (times 2), each hop a registered function calling the next on a 3x3 tensor,
 //                   then sum, backward and get_gradients on worker0.
+//   rref        2 workers (bench/run_rpc_bench.py gives parameter_server_step 3, worker2 idle):
+//               remote references (rpc/rref.h); --rref_workloads picks.
+//                 rref/remote_to_here: rank 0 calls remote(worker1, echo, t) with t a 1-element
+//                   float32 tensor, then to_here() on the RRef, which is dropped; median, p10 and
+//                   p90 seconds per remote and to_here.
+//                 rref/create_rate: rank 0 creates 1000 RRefs with remote(worker1, echo, t), in
+//                   batches of 100 held in a vector that is cleared at once after each batch,
+//                   then polls worker1's get_rref_debug_info() every millisecond until it owns
+//                   no value, so the deletions are counted; 10 such trials after 2 of warm-up;
+//                   "rrefs_per_second" is 1000 over the median trial, seconds_per_iter (p10, p90)
+//                   the trials' seconds per RRef.
+//                 rref/parameter_server_step: a 256x256 float32 weight that requires grad, in a
+//                   ParameterServer object on worker1 (remote_object); per step rank 0 opens a
+//                   context, y = rref.rpc_sync(&ParameterServer::forward, x) (x W on worker1, x
+//                   32x256), loss = sum(y * y), backward(ctx, {loss}), then
+//                   rref.rpc_sync(&ParameterServer::apply, ctx.id(), lr): SGD on the owner from
+//                   the context's gradient, in place under NoGradGuard; median, p10 and p90
+//                   seconds per step; "bytes" is the size of x.
 //
 //   RANK=0 WORLD_SIZE=2 MASTER_PORT=29511 build/bench/rpc_bench latency &
 //   RANK=1 WORLD_SIZE=2 MASTER_PORT=29511 build/bench/rpc_bench latency
@@ -44,12 +62,14 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/creation.h"
 #include "core/random.h"
@@ -57,6 +77,7 @@
 #include "dist_autograd/dist_autograd.h"
 #include "dist_autograd/init_rpc.h"
 #include "rpc/rpc.h"
+#include "rpc/rref.h"
 
 ABSL_FLAG(double, duration_s, 3.0, "throughput: seconds of measured calls (after a tenth as long of warm-up)");
 ABSL_FLAG(int, window, 32, "throughput: calls in flight");
@@ -66,6 +87,9 @@ ABSL_FLAG(std::vector<std::string>, sizes, std::vector<std::string>({"1float", "
 ABSL_FLAG(std::vector<std::string>, workloads,
           std::vector<std::string>({"context/3x3", "context/1000x1000", "floor/1000x1000", "chain3"}),
           "autograd: the workloads to measure (the names after dist_autograd/)");
+ABSL_FLAG(std::vector<std::string>, rref_workloads,
+          std::vector<std::string>({"remote_to_here", "create_rate", "parameter_server_step"}),
+          "rref: the workloads to measure (the names after rref/)");
 
 namespace dg = distgrad;
 namespace rpc = distgrad::rpc;
@@ -89,13 +113,14 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
 }
 
-void print_latency(const std::string& name, std::vector<double> samples, int64_t bytes) {
+// One JSON line: the median, p10 and p90 of the samples, then `extra` (more fields, ", \"key\": value").
+void print_latency(const std::string& name, std::vector<double> samples, int64_t bytes, const std::string& extra = "") {
   std::sort(samples.begin(), samples.end());
   std::printf(
       "{\"name\": \"%s\", \"seconds_per_iter\": %.9g, \"p10\": %.9g, \"p90\": %.9g, \"repetitions\": %zu, "
-      "\"bytes\": %lld}\n",
+      "\"bytes\": %lld%s}\n",
       name.c_str(), quantile(samples, 0.5), quantile(samples, 0.1), quantile(samples, 0.9), samples.size(),
-      static_cast<long long>(bytes));
+      static_cast<long long>(bytes), extra.c_str());
   std::fflush(stdout);
 }
 
@@ -194,9 +219,10 @@ DISTGRAD_REMOTE(chain_on_worker2);
 dg::Tensor chain_on_worker1(dg::Tensor x) { return rpc::rpc_sync(2, chain_on_worker2, dg::sin(x)); }
 DISTGRAD_REMOTE(chain_on_worker1);
 
-// Runs `iteration` warm-up times, then times it `repetitions` times and prints the samples.
+// Runs `iteration` warm-up times, then times it `repetitions` times (both scaled by
+// --repetitions_scale) and returns the seconds of each timed one.
 template <typename F>
-void time_iterations(const std::string& name, int repetitions, int64_t bytes, F iteration) {
+std::vector<double> time_samples(int repetitions, F iteration) {
   const double scale = absl::GetFlag(FLAGS_repetitions_scale);
   repetitions = std::max(3, static_cast<int>(repetitions * scale));
   const int warm_up = std::max(2, repetitions / 10);
@@ -208,7 +234,13 @@ void time_iterations(const std::string& name, int repetitions, int64_t bytes, F 
     iteration();
     samples.push_back(seconds_between(start, Clock::now()));
   }
-  print_latency(name, std::move(samples), bytes);
+  return samples;
+}
+
+// time_samples, printed.
+template <typename F>
+void time_iterations(const std::string& name, int repetitions, int64_t bytes, F iteration) {
+  print_latency(name, time_samples(repetitions, iteration), bytes);
 }
 
 // Fails unless `found` matches `expected` (the gradients of the first context of a workload).
@@ -293,6 +325,98 @@ void run_autograd() {
   }
 }
 
+// --- remote references
+
+// The values this worker owns (rref/create_rate waits until worker1's are gone).
+int64_t owned_values() { return static_cast<int64_t>(rpc::get_rref_debug_info().num_owned_values); }
+DISTGRAD_REMOTE(owned_values);
+
+// A weight on its owner: forward is x W, apply one SGD step from a context's gradient.
+class ParameterServer {
+ public:
+  explicit ParameterServer(int64_t side) : weight_(dg::rand({side, side}, dg::requires_grad())) {}
+  dg::Tensor forward(dg::Tensor x) { return dg::matmul(x, weight_); }
+  void apply(int64_t context_id, double lr) {
+    const dg::autograd::GradientMap gradients = dg::autograd::get_gradients(context_id);
+    dg::autograd::NoGradGuard no_grad;
+    dg::sub_(weight_, gradients.at(weight_) * lr);
+  }
+
+ private:
+  dg::Tensor weight_;
+};
+DISTGRAD_REMOTE_CLASS(ParameterServer, int64_t);
+DISTGRAD_REMOTE_METHOD(ParameterServer, forward);
+DISTGRAD_REMOTE_METHOD(ParameterServer, apply);
+
+// Rank 0: remote(worker1, echo, t) and to_here() per iteration.
+void run_remote_to_here(int repetitions) {
+  const dg::Tensor tensor = dg::ones({1});
+  time_iterations("rref/remote_to_here", repetitions, 4, [&] {
+    const dg::Tensor value = rpc::remote(1, &echo, tensor).to_here();
+    DISTGRAD_CHECK(value.numel() == 1, "rpc_bench: to_here of a 1-element echo gave ", value.numel(), " elements");
+  });
+}
+
+// Rank 0: RRefs created on worker1 in batches of 100, each batch dropped at once, until worker1
+// owns none of them (the file's comment).
+void run_create_rate(int trials) {
+  using namespace std::chrono_literals;
+  constexpr int kBatch = 100, kPerTrial = 1000;
+  const dg::Tensor tensor = dg::ones({1});
+  std::vector<rpc::RRef<dg::Tensor>> batch;
+  batch.reserve(kBatch);
+  std::vector<double> samples = time_samples(trials, [&] {
+    for (int created = 0; created < kPerTrial; created += kBatch) {
+      for (int i = 0; i < kBatch; ++i) batch.push_back(rpc::remote(1, &echo, tensor));
+      batch.clear();
+    }
+    const auto start = Clock::now();
+    for (int64_t left = rpc::rpc_sync(1, owned_values); left != 0; left = rpc::rpc_sync(1, owned_values)) {
+      DISTGRAD_CHECK(seconds_between(start, Clock::now()) < 60, "rpc_bench: worker1 still owns ", left,
+                     " values 60 s after the RRefs were dropped");
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  for (double& sample : samples) sample /= kPerTrial;
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  char rate[64];
+  std::snprintf(rate, sizeof rate, ", \"rrefs_per_second\": %.9g", 1.0 / quantile(sorted, 0.5));
+  print_latency("rref/create_rate", std::move(samples), 4, rate);
+}
+
+// Rank 0: one parameter server step per iteration (the file's comment).
+void run_parameter_server_step(int repetitions) {
+  constexpr int64_t kSide = 256, kBatch = 32;
+  constexpr double kLearningRate = 1e-4;
+  const rpc::RRef<ParameterServer> server = rpc::remote_object<ParameterServer>(1, kSide);
+  const dg::Tensor x = dg::randn({kBatch, kSide});
+  time_iterations("rref/parameter_server_step", repetitions, kBatch * kSide * 4, [&] {
+    dg::autograd::Context context;
+    const dg::Tensor y = server.rpc_sync(&ParameterServer::forward, x);
+    const dg::Tensor loss = dg::sum(y * y);
+    dg::autograd::backward(context, {loss});
+    server.rpc_sync(&ParameterServer::apply, context.id(), kLearningRate);
+  });
+}
+
+void run_rref() {
+  const std::vector<std::string> workloads = absl::GetFlag(FLAGS_rref_workloads);
+  const std::vector<std::pair<std::string, std::function<void()>>> known = {
+      {"remote_to_here", [] { run_remote_to_here(1000); }},
+      {"create_rate", [] { run_create_rate(10); }},
+      {"parameter_server_step", [] { run_parameter_server_step(200); }}};
+  for (const std::string& workload : workloads) {
+    DISTGRAD_CHECK(std::any_of(known.begin(), known.end(), [&](const auto& entry) { return entry.first == workload; }),
+                   "rpc_bench: --rref_workloads expects remote_to_here, create_rate or parameter_server_step, found '",
+                   workload, "'");
+  }
+  for (const auto& [name, run] : known) {
+    if (std::find(workloads.begin(), workloads.end(), name) != workloads.end()) run();
+  }
+}
+
 // Seconds since this process started (/proc/self/stat's start time, in clock ticks since boot).
 double seconds_since_process_start() {
   std::ifstream stat_file("/proc/self/stat");
@@ -358,11 +482,11 @@ int run_startup() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "rpc_bench latency|throughput|startup|autograd (one process per rank; see the file's comment)");
+      "rpc_bench latency|throughput|startup|autograd|rref (one process per rank; see the file's comment)");
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::string mode = positional.size() == 2 ? positional[1] : "";
-  if (mode != "latency" && mode != "throughput" && mode != "startup" && mode != "autograd") {
-    std::fprintf(stderr, "usage: rpc_bench latency|throughput|startup|autograd [--flags]\n");
+  if (mode != "latency" && mode != "throughput" && mode != "startup" && mode != "autograd" && mode != "rref") {
+    std::fprintf(stderr, "usage: rpc_bench latency|throughput|startup|autograd|rref [--flags]\n");
     return 2;
   }
   if (mode == "startup") {
@@ -385,8 +509,10 @@ int main(int argc, char** argv) {
                                 run_latency();
                               } else if (mode == "throughput") {
                                 run_throughput();
-                              } else {
+                              } else if (mode == "autograd") {
                                 run_autograd();
+                              } else {
+                                run_rref();
                               }
                             }));
 }

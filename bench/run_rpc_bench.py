@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the RPC benchmark worlds, ours and torch.distributed.rpc's, alternately; reports medians and ratios.
 
-  python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup,autograd]
+  python3 bench/run_rpc_bench.py --build build --rounds 3 [--modes latency,throughput,startup,autograd,rref]
       [--startup-workers 64] [--peer-transports default,uv] [--peer-python ~/.venvs/distgrad-peer/bin/python]
       [--ours distgrad,distgrad-cross-host,distgrad-grpc] [--baseline BUILD_OF_ANOTHER_COMMIT]
 
@@ -23,6 +23,8 @@ the same contender's in BUILD, where larger means BUILD is faster) and a Markdow
 docs/benchmarks.md (on stderr). A world that fails or times out is reported with its error.
 The autograd mode (3 workers) also prints, per contender, its 1000x1000 context's time over the
 bytes-on-wire floor measured in the same world (the median over rounds of each round's ratio).
+The rref mode runs two worlds per contender: remote_to_here and create_rate with 2 workers,
+parameter_server_step with 3 (RREF_WORLDS).
 """
 import argparse
 import json
@@ -45,6 +47,8 @@ LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MA
 OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"}}
 # The suffix of a contender of OURS run from the --baseline build.
 BASELINE = "@baseline"
+# The rref mode's worlds: (workers, the workloads measured there).
+RREF_WORLDS = ((2, "remote_to_here,create_rate"), (3, "parameter_server_step"))
 
 
 def our_contender(label):
@@ -134,20 +138,27 @@ def run_world(command, world_size, timeout, extra_env=None, failure_grace=20.0):
 
 def contenders(args, mode):
     """(label, command, world size, environment) for every contender of a mode; startup gives one per world
-    size."""
+    size, rref one per world of RREF_WORLDS."""
     ours = os.path.join(args.build, "bench", "rpc_bench")
     baseline = os.path.join(args.baseline, "bench", "rpc_bench") if args.baseline else None
     peer = [args.peer_python, os.path.join(HERE, "peer", "rpc_torch.py")]
     flags = {"latency": [f"--repetitions_scale={args.repetitions_scale}"],
              "throughput": [f"--duration_s={args.duration_s}", f"--window={args.window}"], "startup": [],
-             "autograd": [f"--repetitions_scale={args.repetitions_scale}"]}[mode]
-    peer_flags = [f.split("=", 1)[0].replace("_", "-") + "=" + f.split("=", 1)[1] for f in flags]  # --duration-s=3
-    sizes = args.startup_workers if mode == "startup" else [3] if mode == "autograd" else [2]
-    for size in sizes:
+             "autograd": [f"--repetitions_scale={args.repetitions_scale}"],
+             "rref": [f"--repetitions_scale={args.repetitions_scale}"]}[mode]
+    if mode == "startup":
+        worlds = [(size, flags) for size in args.startup_workers]
+    elif mode == "rref":
+        worlds = [(size, flags + [f"--rref_workloads={workloads}"]) for size, workloads in RREF_WORLDS]
+    else:
+        worlds = [(3 if mode == "autograd" else 2, flags)]
+    for size, world_flags in worlds:
+        peer_flags = [f.split("=", 1)[0].replace("_", "-") + "=" + f.split("=", 1)[1]  # --duration-s=3
+                      for f in world_flags]
         for label in args.ours:
-            yield label, [ours, mode] + flags, size, OURS[label]
+            yield label, [ours, mode] + world_flags, size, OURS[label]
         for label in baseline_labels(args):
-            yield label, [baseline, mode] + flags, size, OURS[our_contender(label)]
+            yield label, [baseline, mode] + world_flags, size, OURS[our_contender(label)]
         if args.peer_python:
             for transports in args.peer_transports:
                 yield (f"tensorpipe-{transports}", peer + [mode, "--transports", transports,
@@ -175,7 +186,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--modes", default="latency,throughput,startup", help="also: autograd")
+    parser.add_argument("--modes", default="latency,throughput,startup", help="also: autograd, rref")
     parser.add_argument("--startup-workers", default="64", help="comma-separated world sizes for the start-up mode")
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
     parser.add_argument("--ours", default="distgrad,distgrad-cross-host,distgrad-grpc",
@@ -230,7 +241,7 @@ def main():
         if not rows:
             return None
         out = {"seconds_per_iter": statistics.median(r["seconds_per_iter"] for r in rows), "rounds": len(rows)}
-        for key in ("p10", "p90", "calls_per_second", "max_process_seconds", "max_init_seconds"):
+        for key in ("p10", "p90", "calls_per_second", "rrefs_per_second", "max_process_seconds", "max_init_seconds"):
             if key in rows[0]:
                 out[key] = statistics.median(r[key] for r in rows)
         if "torch_version" in rows[0]:
@@ -244,6 +255,8 @@ def main():
         text = format_seconds(summary_row["seconds_per_iter"])
         if "calls_per_second" in summary_row:
             text += f" ({summary_row['calls_per_second']:.0f} calls/s)"
+        if "rrefs_per_second" in summary_row:
+            text += f" ({summary_row['rrefs_per_second']:.0f} RRefs/s)"
         if "max_init_seconds" in summary_row:
             text += f" (init_rpc + barrier: {format_seconds(summary_row['max_init_seconds'])})"
         if "p10" in summary_row:

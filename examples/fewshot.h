@@ -53,6 +53,7 @@ DISTGRAD_CODEC(Episodes, x_support, y_support, x_query, y_query);  // sent over 
 struct EpisodeShape {
   int64_t ways = 5, shots = 5, queries = 15;
 };
+DISTGRAD_CODEC(EpisodeShape, ways, shots, queries);
 
 // The inner loop of one task: `steps` MetaSGD steps at `lr` on a network of `ways` outputs.
 struct InnerLoop {

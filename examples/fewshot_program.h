@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,6 +30,9 @@ ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda: every rank computes on the 
 ABSL_FLAG(std::string, dtype, "float32", "float32, or float64 for the weights and images");
 ABSL_FLAG(std::string, precision, "fp32", examples::kPrecisionHelp);
 ABSL_FLAG(bool, local, false, "one process, no RPC: the tasks adapted in turn");
+ABSL_FLAG(bool, local_loader, false,
+          "each worker loads its own shard of the training images (a remote object) and draws the tasks the driver "
+          "names by index; only the indices and the weights travel");
 ABSL_FLAG(uint64_t, seed, 0, "random seed");
 
 // Runs on a worker: the query loss and accuracy of one task after adapting `params` to it.
@@ -95,6 +99,60 @@ inline Episodes to_device(Episodes tasks, dg::Device device) {
     *tensor = dg::to(*tensor, device);
   }
   return tasks;
+}
+
+// --local_loader: one worker's shard of the training images (rows i with i % shards == shard),
+// read from its own disk, and the tasks drawn from it by index.
+class TaskShard {
+ public:
+  TaskShard(int64_t shard, int64_t shards, std::vector<int64_t> classes, EpisodeShape shape)
+      : sampler_(shard_of(dg::data::load_fashion_mnist(dg::data::Split::kTrain), shard, shards), std::move(classes),
+                 shape) {}
+
+  // The query loss and accuracy of the task drawn with seed `task` after adapting `params` to it.
+  std::tuple<dg::Tensor, double> adapt_and_evaluate(dg::nn::ParamDict params, uint64_t task, InnerLoop inner) const {
+    std::mt19937_64 random(task);
+    Episodes drawn = sampler_.sample(1, random);
+    for (dg::Tensor* tensor : {&drawn.x_support, &drawn.y_support, &drawn.x_query, &drawn.y_query}) {
+      *tensor = dg::select(*tensor, 0, 0);
+    }
+    const dg::Device device = params.empty() ? dg::Device::cpu() : params.begin()->second.device();
+    drawn = to_device(std::move(drawn), device);
+    return adapted_query_loss_and_accuracy(shared_net(inner.ways), std::move(params), drawn, inner);
+  }
+
+ private:
+  static dg::data::FashionMnist shard_of(const dg::data::FashionMnist& data, int64_t shard, int64_t shards) {
+    DISTGRAD_CHECK(shards >= 1 && shard >= 0 && shard < shards, "TaskShard: expected a shard in 0..", shards - 1,
+                   ", found ", shard);
+    const dg::Tensor rows = dg::arange(shard, data.labels.size(0), shards);
+    return {dg::index_select(data.images, 0, rows), dg::index_select(data.labels, 0, rows)};
+  }
+  TaskSampler sampler_;
+};
+DISTGRAD_REMOTE_CLASS(TaskShard, int64_t, int64_t, std::vector<int64_t>, EpisodeShape);
+DISTGRAD_REMOTE_METHOD(TaskShard, adapt_and_evaluate);
+
+// --local_loader: a TaskShard on every worker (rank 0 included), shard i on worker i.
+inline std::vector<dg::rpc::RRef<TaskShard>> task_shards(const std::vector<int64_t>& classes, EpisodeShape shape) {
+  std::vector<dg::rpc::RRef<TaskShard>> shards;
+  const int world = dg::get_world_size();
+  for (int rank = 0; rank < world; ++rank) {
+    shards.push_back(dg::rpc::remote_object<TaskShard>(rank, int64_t{rank}, int64_t{world}, classes, shape));
+  }
+  return shards;
+}
+
+// --local_loader: the mean query loss and accuracy of the tasks drawn with the seeds `tasks`,
+// one call per task round-robin over the shards; only the seeds and the weights travel.
+inline std::tuple<dg::Tensor, double> meta_loss_and_accuracy_on_shards(
+    const std::vector<dg::rpc::RRef<TaskShard>>& shards, const dg::nn::ParamDict& params,
+    const std::vector<uint64_t>& tasks, const InnerLoop& inner) {
+  std::vector<dg::rpc::Future<std::tuple<dg::Tensor, double>>> results;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    results.push_back(shards[i % shards.size()].rpc_async(&TaskShard::adapt_and_evaluate, params, tasks[i], inner));
+  }
+  return dg::mean_reducer(dg::rpc::wait_all(results));
 }
 
 // With --device cuda, this rank's CUDA tensors travel to the GPU of the receiving worker's local

@@ -30,6 +30,9 @@
 // there. With --dump_gradients PATH, rank 0 runs --dump_iterations meta-iterations, writes their
 // meta-gradients to PATH (safetensors, "iteration<i>/<parameter>") and stops: the same seed
 // gives the same gradients at every world size and with --local (tests/examples checks it).
+// With --local_loader, each worker loads its own shard of the training images as a remote object
+// (fewshot::TaskShard, rpc/rref.h) and the driver sends each call only a task's seed with the
+// weights: the workers draw the tasks (the meta-test's still come from the driver).
 // --precision bf16 or fp16 runs every forward pass of the workers (the inner steps and the
 // query loss) under autocast: convolutions and the linear layer in that dtype, batch norm and
 // the losses in float32, the weights in float32; fp16 scales the outer loss (examples/precision.h).
@@ -142,7 +145,17 @@ void train() {
   const fewshot::InnerLoop inner = fewshot::inner_loop_flags();
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   const auto [train_classes, test_classes] = class_split();
-  const fewshot::TaskSampler train_tasks(dg::data::load_fashion_mnist(dg::data::Split::kTrain), train_classes, shape);
+  const bool local_loader = absl::GetFlag(FLAGS_local_loader);
+  DISTGRAD_CHECK(!(local_loader && absl::GetFlag(FLAGS_local)),
+                 "--local_loader gives each worker its shard; it needs workers, not --local");
+  // The training tasks: drawn here, or by the workers from their shards (--local_loader).
+  std::optional<fewshot::TaskSampler> train_tasks;
+  std::vector<dg::rpc::RRef<fewshot::TaskShard>> shards;
+  if (local_loader) {
+    shards = fewshot::task_shards(train_classes, shape);
+  } else {
+    train_tasks.emplace(dg::data::load_fashion_mnist(dg::data::Split::kTrain), train_classes, shape);
+  }
   const fewshot::TaskSampler test_tasks(dg::data::load_fashion_mnist(dg::data::Split::kTest), test_classes, shape);
   const dg::Device device = fewshot::compute_device();
 
@@ -150,19 +163,28 @@ void train() {
   const std::shared_ptr<dg::nn::Sequential> net = fewshot::conv_net_for(device);
   dg::optim::Adam outer(net->parameters(), absl::GetFlag(FLAGS_outer_lr));
   std::printf(
-      "few-shot MAML, %lld-way %lld-shot, %s; meta-train on %s (training images); meta-test on %s (test images)\n",
+      "few-shot MAML, %lld-way %lld-shot, %s; meta-train on %s (training images%s); meta-test on %s (test images)\n",
       static_cast<long long>(shape.ways), static_cast<long long>(shape.shots),
       absl::GetFlag(FLAGS_local) ? "one process"
                                  : ("over " + std::to_string(dg::get_world_size()) + " workers").c_str(),
-      class_names(train_classes).c_str(), class_names(test_classes).c_str());
+      class_names(train_classes).c_str(), local_loader ? ", a shard on each worker" : "",
+      class_names(test_classes).c_str());
 
   // One meta-iteration on tasks drawn with `random`: returns the mean query loss and accuracy.
   auto meta_iteration = [&](std::mt19937_64& random) {
-    const Episodes tasks = fewshot::to_device(train_tasks.sample(absl::GetFlag(FLAGS_meta_batch), random), device);
     std::optional<dg::autograd::Context> context;  // distributed autograd, unless --local
     if (!absl::GetFlag(FLAGS_local)) context.emplace();
-    const auto [loss, accuracy] =
-        fewshot::meta_loss_and_accuracy(dg::nn::module_clone(*net, dg::nn::CloneBy::kClone), tasks, inner);
+    const dg::nn::ParamDict params = dg::nn::module_clone(*net, dg::nn::CloneBy::kClone);
+    std::tuple<dg::Tensor, double> result;
+    if (local_loader) {
+      std::vector<uint64_t> seeds(static_cast<size_t>(absl::GetFlag(FLAGS_meta_batch)));
+      for (uint64_t& task_seed : seeds) task_seed = random();
+      result = fewshot::meta_loss_and_accuracy_on_shards(shards, params, seeds, inner);
+    } else {
+      const Episodes tasks = fewshot::to_device(train_tasks->sample(absl::GetFlag(FLAGS_meta_batch), random), device);
+      result = fewshot::meta_loss_and_accuracy(params, tasks, inner);
+    }
+    const auto& [loss, accuracy] = result;
     outer.zero_grad();
     const dg::Tensor scaled = scaler.scale(loss);  // the loss itself but with --precision fp16
     if (context) {

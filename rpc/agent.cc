@@ -16,6 +16,7 @@
 #include "rpc/call_server.h"
 #include "rpc/executor.h"
 #include "rpc/interceptor_chain.h"
+#include "rpc/rref_context.h"
 #include "rpc/tensor_paths.h"
 #include "rpc/worker_directory.h"
 
@@ -119,6 +120,7 @@ struct Agent::Impl {
   std::unique_ptr<Executor> executor;
   std::unique_ptr<CallServer> server;
   std::unique_ptr<CallClient> client;
+  std::shared_ptr<detail::RRefContext> rrefs;  // the RRefs' protocol (rpc/rref_context.h)
   int barrier_generation = 0;
   bool stopped = false;
 };
@@ -127,6 +129,10 @@ void Agent::Impl::start() {
   for (const std::string& name : FunctionRegistry::instance().duplicate_names()) {
     DISTGRAD_FAIL("init_rpc: the function name '", name, "' is registered twice (DISTGRAD_REMOTE); use ",
                   "DISTGRAD_REMOTE_NAMED to give one of them another name");
+  }
+  for (const std::string& name : ClassRegistry::instance().duplicate_names()) {
+    DISTGRAD_FAIL("init_rpc: the class or method name '", name, "' is registered twice (DISTGRAD_REMOTE_CLASS, ",
+                  "DISTGRAD_REMOTE_METHOD): two classes of that name in different namespaces, or an overloaded method");
   }
   directory = std::make_unique<WorkerDirectory>(world, names, options.init_timeout);
   executor = std::make_unique<Executor>(options.num_worker_threads, options.max_worker_threads);
@@ -161,6 +167,11 @@ void Agent::Impl::start() {
   client = std::make_unique<CallClient>(CallClient::Setup{world, names, std::move(peers), token, credentials,
                                                           options.device_maps, options.socket_frame_limit,
                                                           options.max_message_bytes, paths, interceptors});
+  rrefs = std::make_shared<detail::RRefContext>(detail::RRefContext::Setup{
+      world.rank, names, options.holder_check_interval, [this](int rank) {
+        return client->ping(rank, options.liveness_timeout).error_code() == grpc::StatusCode::UNAVAILABLE;
+      }});
+  detail::RRefContext::install(rrefs);
 }
 
 void Agent::Impl::check_alive(int rank, const char* what) {
@@ -185,6 +196,10 @@ void Agent::Impl::stop() {
                  names[world.rank].c_str());
   }
   executor.reset();
+  if (rrefs) {
+    detail::RRefContext::install(nullptr);
+    rrefs->close();
+  }
   if (server) server->wait();
   if (client) client->close();
   directory.reset();

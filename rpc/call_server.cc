@@ -167,7 +167,8 @@ grpc::Status CallServer::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer
     const CallSite call{caller, header.function()};
     InterceptorChain::Scopes scopes;
     if (known_caller) scopes = setup_.interceptors.on_request(call, frame.tensors, header);
-    Encoded result = (*handler)(frame.payload, frame.tensors, header.num_arguments());
+    Encoded result =
+        (*handler)(CallArguments{frame.payload, frame.tensors, header.num_arguments(), CallTarget{caller, true}});
     wire::ReplyHeader reply;
     if (known_caller) setup_.interceptors.before_reply(call, result.tensors, reply);
     reply.set_payload_bytes(result.payload.size());

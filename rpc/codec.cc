@@ -16,6 +16,7 @@ std::string tag_name(uint8_t tag) {
     case WireTag::kOptional: return "optional";
     case WireTag::kStruct: return "struct";
     case WireTag::kParamDict: return "ParamDict";
+    case WireTag::kRRef: return "RRef";
   }
   return "tag " + std::to_string(tag);
 }

@@ -1,23 +1,25 @@
 // Codecs: how values of C++ types travel in a call's payload.
 //
 // Every argument and result of a registered function is encoded by Codec<T> for its type:
-// bool, integers, floating point, std::string, Tensor, std::vector, std::map<std::string, T>,
-// std::pair, std::tuple, std::optional, nn::ParamDict, and user structs declared with
-// DISTGRAD_CODEC. Each value starts with a one-byte tag (WireTag), so a decoder expecting one
-// type reports another clearly instead of misreading bytes; integers and floats travel as 64
-// bits and are range-checked into the parameter's type. Tensors are not copied into the
-// payload: the payload holds an index into the call's tensor list, whose bytes travel out of
-// band (rpc/frame.h). Decoding never trusts its input: counts are checked against the bytes
-// left, and every failure is a CodecError saying what was expected and what was found.
+// bool, integers, floating point, std::string, Tensor, std::vector, std::array,
+// std::map<std::string, T>, std::pair, std::tuple, std::optional, nn::ParamDict, rpc::RRef
+// (rpc/rref.h), and user structs declared with DISTGRAD_CODEC. Each value starts with a one-byte tag (WireTag), so a
+// decoder expecting one type reports another clearly instead of misreading bytes; integers and floats travel as 64 bits
+// and are range-checked into the parameter's type. Tensors are not copied into the payload: the payload holds an index
+// into the call's tensor list, whose bytes travel out of band (rpc/frame.h). Decoding never trusts its input: counts
+// are checked against the bytes left, and every failure is a CodecError saying what was expected and what was found.
 //
 //   struct Tasks { dg::Tensor x, y; int shots; };
 //   DISTGRAD_CODEC(Tasks, x, y, shots);     // at namespace scope, after the struct
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,14 +53,40 @@ enum class WireTag : uint8_t {
   kOptional = 10,
   kStruct = 11,
   kParamDict = 12,
+  kRRef = 13,
 };
 
 // "int64", "list", ...; "tag 200" for bytes that are no tag.
 std::string tag_name(uint8_t tag);
 
+// Where encoded values travel: to `peer` (a rank; -1: not in a call), in its request or in the
+// reply to it. An RRef (rpc/rref.h) registers a fork for the worker that receives it.
+struct CallTarget {
+  int peer = -1;
+  bool is_reply = false;
+};
+
+// Something an encoded value needs done when the call that carries it fails (its callee may
+// never have received it): an RRef's fork is released. Kept alive until the call is answered.
+class CallAttachment {
+ public:
+  virtual ~CallAttachment() = default;
+  virtual void call_failed() = 0;
+};
+
+// Encoded values: a payload, the tensors it refers to, and what the call keeps for them.
+struct Encoded {
+  std::string payload;
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<CallAttachment>> attachments = {};
+};
+
 // Appends encoded values to a payload and collects the tensors they refer to.
 class Encoder {
  public:
+  explicit Encoder(CallTarget target = {}) : target_(target) {}
+
+  const CallTarget& target() const { return target_; }
   void put_tag(WireTag tag) { bytes_.push_back(static_cast<char>(tag)); }
   void put_u8(uint8_t value) { bytes_.push_back(static_cast<char>(value)); }
   void put_u32(uint32_t value) { put_raw(&value, sizeof value); }
@@ -75,14 +103,20 @@ class Encoder {
     return static_cast<uint32_t>(tensors_.size() - 1);
   }
 
+  void attach(std::shared_ptr<CallAttachment> attachment) { attachments_.push_back(std::move(attachment)); }
+
   std::string& bytes() { return bytes_; }
   std::vector<Tensor>& tensors() { return tensors_; }
+  // The payload, its tensors and attachments, leaving the encoder empty.
+  Encoded finish() { return {std::move(bytes_), std::move(tensors_), std::move(attachments_)}; }
 
  private:
   void put_raw(const void* data, size_t size) { bytes_.append(static_cast<const char*>(data), size); }
 
+  CallTarget target_;
   std::string bytes_;  // little-endian, as every supported host
   std::vector<Tensor> tensors_;
+  std::vector<std::shared_ptr<CallAttachment>> attachments_;
 };
 
 // Reads values from a payload; every read is bounds-checked.
@@ -120,12 +154,31 @@ class Decoder {
   const std::vector<Tensor>& tensors_;
 };
 
+template <typename T>
+inline constexpr bool kNoCodec = false;
+
+// The codec of a type without one: naming it fails to compile, and HasCodec is false.
 template <typename T, typename Enable = void>
 struct Codec {
-  static_assert(sizeof(T) == 0,
-                "distgrad::rpc: no codec for this type; supported: bool, integers, floating point, std::string, "
-                "Tensor, std::vector, std::map<std::string, T>, std::pair, std::tuple, std::optional, "
-                "nn::ParamDict, and structs declared with DISTGRAD_CODEC");
+  using Missing = void;
+  static std::string name() {
+    static_assert(kNoCodec<T>,
+                  "distgrad::rpc: no codec for this type; supported: bool, integers, floating point, std::string, "
+                  "Tensor, std::vector, std::array, std::map<std::string, T>, std::pair, std::tuple, "
+                  "std::optional, nn::ParamDict, rpc::RRef, and structs declared with DISTGRAD_CODEC");
+    return {};
+  }
+  static void encode(Encoder& out, const T& value) { static_cast<void>(name()); }
+  static T decode(Decoder& in) {
+    static_cast<void>(name());
+    throw CodecError("no codec");
+  }
+};
+
+// Whether values of T can travel in calls.
+template <typename T>
+concept HasCodec = !requires {
+  typename Codec<T>::Missing;
 };
 
 template <>
@@ -240,6 +293,23 @@ struct Codec<std::vector<T>> {
     } catch (const CodecError& error) {
       throw CodecError("element " + std::to_string(i) + ": " + error.what());
     }
+  }
+};
+
+template <typename T, size_t N>
+struct Codec<std::array<T, N>> {
+  static std::string name() { return "array<" + Codec<T>::name() + ", " + std::to_string(N) + ">"; }
+  static void encode(Encoder& out, const std::array<T, N>& values) {
+    Codec<std::vector<T>>::encode(out, std::vector<T>(values.begin(), values.end()));
+  }
+  static std::array<T, N> decode(Decoder& in) {
+    const std::vector<T> values = Codec<std::vector<T>>::decode(in);
+    if (values.size() != N) {
+      throw CodecError("expected " + name() + ", found " + std::to_string(values.size()) + " elements");
+    }
+    std::array<T, N> result{};
+    std::copy(values.begin(), values.end(), result.begin());
+    return result;
   }
 };
 

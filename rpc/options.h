@@ -27,6 +27,9 @@ struct RpcOptions {
   // alive?" (served by its RPC threads, whatever its program is doing); one that does not answer
   // in time (stopped, frozen, its host unreachable) counts as lost, and the wait fails naming it.
   std::chrono::milliseconds liveness_timeout{std::chrono::seconds(10)};
+  // How often the owner of RRefs' values checks that the workers holding RRefs to them are alive
+  // (Note [RRef lifetime] in rpc/rref.h); those that exited no longer keep the values.
+  std::chrono::milliseconds holder_check_interval{std::chrono::seconds(1)};
   // Threads that run registered functions; more are started while some block (rpc/executor.h).
   int num_worker_threads = 16;
   int max_worker_threads = 256;

@@ -106,6 +106,34 @@ const std::string& registered_name(FunctionAddress function) {
   return *name;
 }
 
+namespace {
+
+void tell_failed(const std::vector<std::shared_ptr<CallAttachment>>& attachments) {
+  for (const auto& attachment : attachments) attachment->call_failed();
+}
+
+}  // namespace
+
+Future<Encoded> send_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<CallAttachment>> attachments = std::move(call.arguments.attachments);
+  Future<Encoded> reply = agent().call_async(to, std::move(call), timeout);
+  if (attachments.empty()) return reply;
+  return reply.then([attachments = std::move(attachments)](const Future<Encoded>& done) {
+    if (done.error() != nullptr) tell_failed(attachments);
+    return done.get();
+  });
+}
+
+Encoded send_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<CallAttachment>> attachments = std::move(call.arguments.attachments);
+  try {
+    return agent().call_sync(to, std::move(call), timeout);
+  } catch (...) {
+    tell_failed(attachments);
+    throw;
+  }
+}
+
 }  // namespace detail
 
 }  // namespace distgrad::rpc

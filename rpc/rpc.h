@@ -121,18 +121,23 @@ ResultOf<R> decode_result(const std::string& function, const std::string& worker
 }
 
 template <typename... Params, typename... Args>
-OutgoingCall make_call(FunctionAddress function, Args&&... args) {
+OutgoingCall make_call(int to, FunctionAddress function, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "rpc: wrong number of arguments for the function");
   static_assert((std::is_convertible_v<Args&&, std::decay_t<Params>> && ...),
                 "rpc: an argument does not convert to the function's parameter type");
   OutgoingCall call;
   call.function = registered_name(function);
   call.num_arguments = sizeof...(Params);
-  Encoder out;
+  Encoder out(CallTarget{to, false});
   (Codec<std::decay_t<Params>>::encode(out, static_cast<std::decay_t<Params>>(std::forward<Args>(args))), ...);
-  call.arguments = {std::move(out.bytes()), std::move(out.tensors())};
+  call.arguments = out.finish();
   return call;
 }
+
+// Sends `call` to `to` through the running agent; when it fails, its arguments' attachments
+// are told (rpc/codec.h, CallAttachment), after which they are dropped.
+Future<Encoded> send_async(int to, OutgoingCall call, std::chrono::milliseconds timeout);
+Encoded send_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout);
 
 }  // namespace detail
 
@@ -143,10 +148,10 @@ Future<detail::ResultOf<R>> rpc_async_with_timeout(const WorkerRef& worker, std:
                                                    R (*function)(Params...), Args&&... args) {
   const int to = worker.rank();
   OutgoingCall call =
-      detail::make_call<Params...>(reinterpret_cast<FunctionAddress>(function), std::forward<Args>(args)...);
+      detail::make_call<Params...>(to, reinterpret_cast<FunctionAddress>(function), std::forward<Args>(args)...);
   std::string name = call.function;
   std::string worker_name = agent().worker_name(to);
-  return agent().call_async(to, std::move(call), timeout).then([name, worker_name](const Future<Encoded>& reply) {
+  return detail::send_async(to, std::move(call), timeout).then([name, worker_name](const Future<Encoded>& reply) {
     return detail::decode_result<R>(name, worker_name, reply.get());
   });
 }
@@ -162,9 +167,9 @@ detail::ResultOf<R> rpc_sync_with_timeout(const WorkerRef& worker, std::chrono::
                                           R (*function)(Params...), Args&&... args) {
   const int to = worker.rank();
   OutgoingCall call =
-      detail::make_call<Params...>(reinterpret_cast<FunctionAddress>(function), std::forward<Args>(args)...);
+      detail::make_call<Params...>(to, reinterpret_cast<FunctionAddress>(function), std::forward<Args>(args)...);
   std::string name = call.function;
-  const Encoded reply = agent().call_sync(to, std::move(call), timeout);
+  const Encoded reply = detail::send_sync(to, std::move(call), timeout);
   return detail::decode_result<R>(name, agent().worker_name(to), reply);
 }
 

@@ -3,12 +3,15 @@
 
   RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p python rpc_torch.py MODE [--transports default|uv]
       [--duration-s 3] [--window 32] [--repetitions-scale 1] [--timeout-s 120]
+      [--rref-workloads remote_to_here,create_rate,parameter_server_step]
 
-MODE is latency, throughput, startup or autograd (see rpc_bench.cc; autograd needs 3 workers);
+MODE is latency, throughput, startup, autograd or rref (see rpc_bench.cc; autograd needs 3 workers);
 rank 0 prints one JSON line per workload, with the same names as rpc_bench. The autograd mode
 calls the builtin torch.add on worker1 (sent as a builtin operator, no Python there; the chain's
-hops are Python functions). --transports uv passes _transports=["uv"] (TCP only: TensorPipe's
-default shared-memory transport busy-polls a core in every process).
+hops are Python functions). The rref mode's remote function and parameter server are Python
+(rpc.remote of echo, an RRef to a ParameterServer object); create_rate polls worker1's
+_rref_context_get_debug_info()["num_owner_rrefs"]. --transports uv passes _transports=["uv"] (TCP
+only: TensorPipe's default shared-memory transport busy-polls a core in every process).
 Run with the peer's interpreter (scripts/install_peer.sh); bench/run_rpc_bench.py drives it.
 """
 import argparse
@@ -24,6 +27,7 @@ import torch.distributed.rpc as rpc
 from torch.distributed.rpc import api as rpc_api
 
 LATENCY_WORKLOADS = (("1float", 1, 1000), ("1KB", 256, 200), ("1MB", 256 << 10, 50), ("64MB", 16 << 20, 10))
+RREF_WORKLOADS = ("remote_to_here", "create_rate", "parameter_server_step")
 
 
 def echo(tensor):
@@ -83,8 +87,8 @@ def run_latency(args):
                   "bytes": elements * 4}, args)
 
 
-def time_iterations(name, repetitions, nbytes, iteration, args):
-    """Warm-up iterations, then `repetitions` timed ones, as rpc_bench.cc's time_iterations."""
+def time_samples(repetitions, iteration, args):
+    """Warm-up iterations, then the seconds of `repetitions` timed ones, sorted, as rpc_bench.cc's time_samples."""
     repetitions = max(3, int(repetitions * args.repetitions_scale))
     for _ in range(max(2, repetitions // 10)):
         iteration()
@@ -93,9 +97,17 @@ def time_iterations(name, repetitions, nbytes, iteration, args):
         start = time.perf_counter()
         iteration()
         samples.append(time.perf_counter() - start)
-    samples.sort()
+    return sorted(samples)
+
+
+def emit_samples(name, samples, nbytes, args, **extra):
     emit({"name": name, "seconds_per_iter": quantile(samples, 0.5), "p10": quantile(samples, 0.1),
-          "p90": quantile(samples, 0.9), "repetitions": repetitions, "bytes": nbytes}, args)
+          "p90": quantile(samples, 0.9), "repetitions": len(samples), "bytes": nbytes, **extra}, args)
+
+
+def time_iterations(name, repetitions, nbytes, iteration, args):
+    """time_samples, printed, as rpc_bench.cc's time_iterations."""
+    emit_samples(name, time_samples(repetitions, iteration, args), nbytes, args)
 
 
 def check_gradient(what, found, expected):
@@ -161,6 +173,79 @@ def run_autograd(args):
     run_chain(500, args)
 
 
+def owned_values():
+    """The values this worker owns (rref/create_rate waits until worker1's are gone)."""
+    return int(rpc._rref_context_get_debug_info()["num_owner_rrefs"])
+
+
+class ParameterServer:
+    """A weight on its owner: forward is x W, apply one SGD step from a context's gradient."""
+
+    def __init__(self, side):
+        self.weight = torch.rand(side, side, requires_grad=True)
+
+    def forward(self, x):
+        return x @ self.weight
+
+    def apply(self, context_id, lr):
+        gradients = dist_autograd.get_gradients(context_id)
+        with torch.no_grad():
+            self.weight.sub_(gradients[self.weight] * lr)
+
+
+def run_remote_to_here(repetitions, args):
+    tensor = torch.ones(1)
+
+    def iteration():
+        value = rpc.remote("worker1", echo, args=(tensor,)).to_here()
+        assert value.numel() == 1, f"to_here of a 1-element echo gave {value.numel()} elements"
+
+    time_iterations("rref/remote_to_here", repetitions, 4, iteration, args)
+
+
+def run_create_rate(trials, args):
+    """RRefs created on worker1 in batches of 100, each batch dropped at once, until worker1 owns none of them."""
+    batch_size, per_trial = 100, 1000
+    tensor = torch.ones(1)
+
+    def trial():
+        for _ in range(0, per_trial, batch_size):
+            batch = [rpc.remote("worker1", echo, args=(tensor,)) for _ in range(batch_size)]
+            batch.clear()
+        start = time.perf_counter()
+        left = rpc.rpc_sync("worker1", owned_values)
+        while left != 0:
+            assert time.perf_counter() - start < 60, f"worker1 still owns {left} values 60 s after the drop"
+            time.sleep(1e-3)
+            left = rpc.rpc_sync("worker1", owned_values)
+
+    samples = [sample / per_trial for sample in time_samples(trials, trial, args)]
+    emit_samples("rref/create_rate", samples, 4, args, rrefs_per_second=1 / quantile(samples, 0.5))
+
+
+def run_parameter_server_step(repetitions, args):
+    side, batch, lr = 256, 32, 1e-4
+    server = rpc.remote("worker1", ParameterServer, args=(side,))
+    x = torch.randn(batch, side)
+
+    def iteration():
+        with dist_autograd.context() as ctx:
+            y = server.rpc_sync().forward(x)
+            loss = (y * y).sum()
+            dist_autograd.backward(ctx, [loss])
+            server.rpc_sync().apply(ctx, lr)
+
+    time_iterations("rref/parameter_server_step", repetitions, batch * side * 4, iteration, args)
+
+
+def run_rref(args):
+    known = {"remote_to_here": lambda: run_remote_to_here(1000, args), "create_rate": lambda: run_create_rate(10, args),
+             "parameter_server_step": lambda: run_parameter_server_step(200, args)}
+    for name in RREF_WORKLOADS:
+        if name in args.rref_workloads:
+            known[name]()
+
+
 def run_throughput(args):
     tensor = torch.ones(1)
     in_flight = []
@@ -209,13 +294,18 @@ def run_startup(args, rank, world_size, before_init):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["latency", "throughput", "startup", "autograd"])
+    parser.add_argument("mode", choices=["latency", "throughput", "startup", "autograd", "rref"])
     parser.add_argument("--transports", choices=["default", "uv"], default="default")
     parser.add_argument("--duration-s", type=float, default=3.0)
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--repetitions-scale", type=float, default=1.0)
     parser.add_argument("--timeout-s", type=float, default=120.0, help="init_rpc, the barrier and every call")
+    parser.add_argument("--rref-workloads", default=",".join(RREF_WORKLOADS), help="rref: the names after rref/")
     args = parser.parse_args()
+    args.rref_workloads = args.rref_workloads.split(",")
+    unknown = sorted(set(args.rref_workloads) - set(RREF_WORKLOADS))
+    if unknown:
+        parser.error(f"--rref-workloads expects {', '.join(RREF_WORKLOADS)}, found {', '.join(unknown)}")
     torch.set_num_threads(1)
 
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -230,7 +320,8 @@ def main():
         if args.mode == "startup":
             passed = run_startup(args, rank, world_size, before_init)
         elif rank == 0:
-            {"latency": run_latency, "throughput": run_throughput, "autograd": run_autograd}[args.mode](args)
+            {"latency": run_latency, "throughput": run_throughput, "autograd": run_autograd,
+             "rref": run_rref}[args.mode](args)
         stage = "shutdown"
         rpc.shutdown(graceful=True)
         if passed is not None and rank == 0:

@@ -2,14 +2,15 @@
 # examples/maml_fewshot on quick runs, in one of two modes:
 #   learns:  4 workers under distgrad-run, 40 meta-iterations of 4 tasks, must lift the
 #            accuracy on 40 meta-test tasks from the untrained network's to at least MIN (the
-#            example exits non-zero below --min_test_accuracy);
+#            example exits non-zero below --min_test_accuracy); flags after MIN are passed on
+#            (--local_loader: the workers draw the tasks from their own shards);
 #   resumes: one process (--local: the same arithmetic every run) trains 1 epoch, then resumes
 #            for the second alone, and must end with the checkpoint an uninterrupted 2-epoch run
 #            writes, byte for byte (an epoch's tasks depend only on the seed and its number);
 #   precision: a short epoch with --precision bf16 over 2 workers (autocast on the workers) and
 #            with fp16 in one process (autocast and loss scaling) runs to its accuracy line.
 # Files go to a fresh temporary directory, removed on exit.
-#   maml_fewshot_test.sh DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes | precision
+#   maml_fewshot_test.sh DISTGRAD_RUN MAML_FEWSHOT learns MIN [FLAGS...] | resumes | precision
 set -euo pipefail
 launcher=$1
 example=$2
@@ -21,7 +22,7 @@ case "$mode" in
   learns)
     timeout 300 "$launcher" --standalone --nproc-per-node 4 "$example" --epochs 2 --iterations_per_epoch 20 \
       --meta_batch 4 --eval_tasks 40 --min_test_accuracy "$4" --checkpoint "$dir/learns.safetensors" \
-      --plot "$dir/learns.svg"
+      --plot "$dir/learns.svg" "${@:5}"
     [ -s "$dir/learns.svg" ] || { echo "FAIL: no plot written"; exit 1; }
     ;;
   resumes)
@@ -45,7 +46,7 @@ case "$mode" in
     done
     ;;
   *)
-    echo "usage: $0 DISTGRAD_RUN MAML_FEWSHOT learns MIN | resumes | precision" >&2
+    echo "usage: $0 DISTGRAD_RUN MAML_FEWSHOT learns MIN [FLAGS...] | resumes | precision" >&2
     exit 2
     ;;
 esac
