@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/ops.h"
+#include "rpc/rref.h"
 #include "tests/core/test_util.h"
 
 namespace codec_test {
@@ -114,6 +115,37 @@ TEST(Codec, WrongTypesAreNamed) {
   expect_decode_error<codec_test::Inner>(codec_test::Tasks{}, "expected Inner with 2 fields, found 5");
   expect_decode_error<std::map<std::string, int>>(std::map<std::string, double>{{"k", 1}},
                                                   "key 'k': expected int32, found a floating-point number");
+}
+
+TEST(Codec, ArraysRoundTripAndCheckTheirLength) {
+  EXPECT_EQ(round_trip(std::array<double, 2>{0.9, 0.999}), (std::array<double, 2>{0.9, 0.999}));
+  expect_decode_error<std::array<double, 2>>(std::vector<double>{1, 2, 3},
+                                             "expected array<double, 2>, found 3 elements");
+}
+
+struct NoCodec {};
+static_assert(HasCodec<int> && HasCodec<std::vector<Tensor>> && HasCodec<rpc::RRef<Tensor>>);
+static_assert(!HasCodec<NoCodec>);
+
+TEST(Codec, RRefsTravelOnlyInCallsAndCheckTheirType) {
+  // Encoding needs a call to travel in (and an RRef that refers to something).
+  Encoder out;
+  EXPECT_ERROR_CONTAINS(Codec<rpc::RRef<Tensor>>::encode(out, rpc::RRef<Tensor>()), "refers to nothing");
+  // What a worker may receive: another type's RRef, another tag, cut bytes, all CodecErrors.
+  Encoder wrong_type;
+  wrong_type.put_tag(WireTag::kRRef);
+  wrong_type.put_string("int64");
+  Decoder wrong_type_in(wrong_type.bytes(), wrong_type.tensors());
+  EXPECT_ERROR_CONTAINS(Codec<rpc::RRef<Tensor>>::decode(wrong_type_in), "expected RRef<Tensor>, found RRef<int64>");
+  expect_decode_error<rpc::RRef<Tensor>>(std::string("x"), "expected RRef<Tensor>, found a string");
+  Encoder cut;
+  cut.put_tag(WireTag::kRRef);
+  cut.put_string("Tensor");
+  Codec<int32_t>::encode(cut, 1);
+  for (size_t length = 0; length < cut.bytes().size(); ++length) {
+    Decoder in(std::string_view(cut.bytes()).substr(0, length), cut.tensors());
+    EXPECT_THROW(Codec<rpc::RRef<Tensor>>::decode(in), CodecError) << "cut at " << length;
+  }
 }
 
 TEST(Codec, TruncatedAndLyingBytesAreErrors) {

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,36 +31,26 @@ std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_s
   return ::testing::AssertionSuccess();
 }
 
-TEST(RRef, RemoteToHereAndPassingToOtherWorkersAndBackToTheOwner) {
-  const std::vector<ProcessResult> results = run_scenario("basics", 3);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("basics passed"));
+// Runs `scenario` in a world of `world_size`; every rank must succeed and rank 0 print `passed`.
+std::vector<ProcessResult> expect_passes(const std::string& scenario, int world_size, const std::string& passed) {
+  std::vector<ProcessResult> results = run_scenario(scenario, world_size);
+  EXPECT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr(passed)) << describe(results);
+  return results;
 }
 
-TEST(RRef, ValuesLiveWhileAnyWorkerHoldsAnRRefAndNoLonger) {
-  const std::vector<ProcessResult> results = run_scenario("lifetime", 4);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("lifetime passed"));
-}
+TEST(RRef, RemoteToHereAndPassingToOtherWorkersAndBackToTheOwner) { expect_passes("basics", 3, "basics passed"); }
+
+TEST(RRef, ValuesLiveWhileAnyWorkerHoldsAnRRefAndNoLonger) { expect_passes("lifetime", 4, "lifetime passed"); }
 
 TEST(RRef, CreationErrorsSurfaceAtToHereAndAreLoggedWhenNeverFetched) {
-  const std::vector<ProcessResult> results = run_scenario("errors", 3);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("errors passed"));
+  const std::vector<ProcessResult> results = expect_passes("errors", 3, "errors passed");
   EXPECT_THAT(results[1].output, HasSubstr("nobody fetched it: never fetched"));
 }
 
-TEST(RRef, RemoteObjectMethodsRunOnTheOwnerInTheOrderTheyWereMade) {
-  const std::vector<ProcessResult> results = run_scenario("objects", 3);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("objects passed"));
-}
+TEST(RRef, RemoteObjectMethodsRunOnTheOwnerInTheOrderTheyWereMade) { expect_passes("objects", 3, "objects passed"); }
 
-TEST(RRef, TenThousandRRefsLeaveNoValueAndNoMemoryBehind) {
-  const std::vector<ProcessResult> results = run_scenario("churn", 4);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("churn passed"));
-}
+TEST(RRef, TenThousandRRefsLeaveNoValueAndNoMemoryBehind) { expect_passes("churn", 4, "churn passed"); }
 
 TEST(RRef, ADeadOwnerFailsToHereAndMethodCallsNamingIt) {
   // worker2's graceful shutdown may fail once the driver stops without waiting for worker1.
@@ -75,15 +67,25 @@ TEST(RRef, TheOwnerFreesWhatADeadUserHeld) {
 }
 
 TEST(RRef, GradientsThroughRemoteValuesAndObjectsEqualLocalAutograd) {
-  const std::vector<ProcessResult> results = run_scenario("gradients", 3);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("gradients passed"));
+  expect_passes("gradients", 3, "gradients passed");
 }
 
 TEST(RRef, DistributedOptimizerStepsEachOwnerAsALocalOptimizerWould) {
-  const std::vector<ProcessResult> results = run_scenario("distributed_optimizer", 3);
-  ASSERT_TRUE(all_succeeded(results));
-  EXPECT_THAT(results[0].output, HasSubstr("distributed optimizer passed"));
+  expect_passes("distributed_optimizer", 3, "distributed optimizer passed");
+}
+
+// TorchOpt's RRef-per-iteration MAML pattern in fresh worlds: none may hang (each has a minute)
+// or fail. DISTGRAD_RREF_FRESH_WORLDS sets how many (10 by default; docs/rpc.md records a run of
+// 1,000).
+TEST(RRef, TorchOptsRRefPerIterationPatternNeverHangsInFreshWorlds) {
+  const char* set = std::getenv("DISTGRAD_RREF_FRESH_WORLDS");
+  const int worlds = set != nullptr ? std::atoi(set) : 10;
+  WorldOptions options;
+  options.timeout = std::chrono::seconds(60);
+  for (int world = 0; world < worlds; ++world) {
+    const std::vector<ProcessResult> results = run_world(DISTGRAD_RREF_TEST_WORKER, {"rref_per_iteration"}, 3, options);
+    ASSERT_TRUE(all_succeeded(results)) << "world " << world;
+  }
 }
 
 }  // namespace

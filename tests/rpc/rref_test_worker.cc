@@ -185,6 +185,9 @@ DISTGRAD_REMOTE(rref_counts);
 int64_t resident_bytes() { return memory_status_bytes("VmRSS"); }
 DISTGRAD_REMOTE(resident_bytes);
 
+void refuse(RRef<Tensor> rref) { throw std::runtime_error("refused RRef " + rref.id().str()); }
+DISTGRAD_REMOTE(refuse);
+
 void die() { ::raise(SIGKILL); }
 DISTGRAD_REMOTE(die);
 
@@ -199,6 +202,14 @@ Tensor gradient_of(RRef<Tensor> rref, int64_t context) {
   return autograd::get_gradients(context).at(rref.local_value());
 }
 DISTGRAD_REMOTE(gradient_of);
+
+// TorchOpt's distributed MAML pattern: the loss of the driver's weights, fetched through the
+// RRef it made for this iteration, on this worker's input.
+Tensor weighted_loss(RRef<std::vector<Tensor>> weights, Tensor x) {
+  const std::vector<Tensor> fetched = weights.to_here();
+  return (fetched[0] * fetched[0] * x).sum();
+}
+DISTGRAD_REMOTE(weighted_loss);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -301,6 +312,12 @@ int lifetime() {
           require(sums == std::vector<double>{15, 15}, "the owner's hop");
           value = {};
           expect_no_rrefs_left(all_ranks(), "passed back to the owner");
+        }
+        {  // a call that carries an RRef and fails releases the fork it registered
+          RRef<Tensor> value = remote(1, &arange_tensor, int64_t{3});
+          expect_error("a call that refuses the RRef", [&] { rpc_sync(2, &refuse, value); });
+          value = {};
+          expect_no_rrefs_left(all_ranks(), "after a failed call");
         }
         {  // dropped at once, before the creation is acknowledged
           for (int i = 0; i < 50; ++i) remote(1 + i % 3, &arange_tensor, int64_t{2});
@@ -447,6 +464,15 @@ int user_killed() {
     std::this_thread::sleep_for(50ms);
   }
   say("worker1 freed the value ", seconds_since(start), " s after worker2 died");
+  // A request that cannot reach its callee releases the fork registered for it.
+  value = remote(1, &arange_tensor, int64_t{3});
+  expect_error("passing an RRef to the dead worker", [&] { rpc_sync_with_timeout(2, 10s, &keep, value); });
+  value = {};
+  const auto again = std::chrono::steady_clock::now();
+  while (rpc_sync(1, &rref_counts) != std::vector<int64_t>{0, 0, 0}) {
+    require(seconds_since(again) < 10, "worker1 still holds the value sent to the dead worker after 10 s");
+    std::this_thread::sleep_for(50ms);
+  }
   shutdown(false);
   return 0;
 }
@@ -535,6 +561,39 @@ int distributed_optimizer() {
       test_options());
 }
 
+// TorchOpt's distributed MAML sends its module as an RRef every iteration (RRef(net) on the
+// driver, to_here on each worker inside the distributed autograd context), which hangs PyTorch
+// 1.13 intermittently: here 20 iterations of it, each checking the gradient; the test runs this
+// in many fresh worlds.
+int rref_per_iteration() {
+  return auto_init_rpc(nullptr, rank_zero_only([] {
+                         manual_seed(3);
+                         const Tensor w = randn({8}, {.dtype = kFloat64}).requires_grad_(true);
+                         std::vector<Tensor> inputs;
+                         for (int rank = 0; rank < get_world_size(); ++rank)
+                           inputs.push_back(randn({8}, {.dtype = kFloat64}));
+                         for (int iteration = 0; iteration < 20; ++iteration) {
+                           autograd::Context context;
+                           const RRef<std::vector<Tensor>> weights(std::vector<Tensor>{w});
+                           std::vector<Future<Tensor>> losses;
+                           for (int rank = 1; rank < get_world_size(); ++rank) {
+                             losses.push_back(rpc_async(rank, &weighted_loss, weights, inputs[rank]));
+                           }
+                           Tensor total = zeros({}, {.dtype = kFloat64});
+                           for (const Tensor& loss : wait_all(losses)) total = total + loss;
+                           autograd::backward(context, {total});
+                           Tensor expected = zeros({8}, {.dtype = kFloat64});
+                           for (int rank = 1; rank < get_world_size(); ++rank)
+                             expected = expected + 2 * w.detach() * inputs[rank];
+                           require(untracked::allclose(autograd::get_gradients(context).at(w), expected), "iteration ",
+                                   iteration, ": the gradient through the per-iteration RRef differs");
+                         }
+                         expect_no_rrefs_left(all_ranks(), "after 20 iterations");
+                         say("rref per iteration passed");
+                       }),
+                       test_options());
+}
+
 }  // namespace
 }  // namespace distgrad::rpc::testing
 
@@ -549,5 +608,6 @@ int main(int argc, char** argv) {
                         {"owner_killed", owner_killed},
                         {"user_killed", user_killed},
                         {"gradients", gradients},
-                        {"distributed_optimizer", distributed_optimizer}});
+                        {"distributed_optimizer", distributed_optimizer},
+                        {"rref_per_iteration", rref_per_iteration}});
 }
