@@ -45,7 +45,7 @@ class GraphTask {
 
   TensorList run(const std::shared_ptr<Node>& root) {
     count_dependencies(root.get());
-    if (!captures_.empty()) mark_needed(root.get());
+    if (!captures_.empty() && !options_.run_whole_graph) mark_needed(root.get());
     std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
     ready.push(root.get());
     while (!ready.empty()) {
@@ -76,7 +76,7 @@ class GraphTask {
   // With captures, a node below every capture cannot lead to one: the walks stop there (it stays
   // in nodes_, not needed, so it never runs).
   bool below_every_capture(const Node* node) const {
-    return !captures_.empty() && node->topological_nr() < lowest_capture_;
+    return !captures_.empty() && !options_.run_whole_graph && node->topological_nr() < lowest_capture_;
   }
 
   void count_dependencies(Node* root) {

@@ -9,7 +9,8 @@
 // (Note [Higher order] in function.h).
 //
 // With capture edges (autograd::grad, backward with inputs), only the nodes that lead to one of
-// them run, and the gradient arriving at each is returned instead of being accumulated.
+// them run (all of them with ExecuteOptions::run_whole_graph), and the gradient arriving at each
+// is returned instead of being accumulated.
 //
 // The user-facing entry points are autograd::backward and autograd::grad (autograd/autograd.h).
 #pragma once
@@ -27,6 +28,10 @@ struct ExecuteOptions {
   // When set, a leaf's gradient (after its hooks) goes here instead of into its grad():
   // distributed autograd accumulates leaves into the backward pass's context.
   std::function<void(const Tensor& leaf, const Tensor& grad)> accumulate_leaf;
+  // With capture edges, run every reachable node all the same, not only those that lead to a
+  // capture: in distributed autograd a node that sends gradients to another worker may lead back
+  // to a capture here through that worker.
+  bool run_whole_graph = false;
 };
 
 class Engine {

@@ -5,6 +5,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "dist_autograd/context.h"
 #include "dist_autograd/send_recv_backward.h"
 #include "rpc/rpc.h"
@@ -29,7 +30,7 @@ std::vector<Edge> message_roots(const std::shared_ptr<SendBackward>& send, int64
 // `pass_id` from the send function of `message_id`, sent by the run `sender` of worker `from`;
 // returns the gradients for `from`'s send functions.
 ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64_t message_id,
-                                      std::vector<Tensor> grads, bool retain_graph, int from, RunOrder sender) {
+                                      std::vector<Tensor> grads, PassOptions options, int from, RunOrder sender) {
   ContextPtr context = ContextContainer::instance().find(context_id);
   DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ",
                  rpc::get_worker_name(), " (it was released, or the forward pass never reached this worker)");
@@ -37,7 +38,7 @@ ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64
   std::vector<Edge> roots = message_roots(send, message_id, grads);
   RunOrder order{send->order()};
   order.insert(order.end(), sender.begin(), sender.end());
-  return context->join_pass(pass_id, retain_graph)->run(*context, roots, std::move(grads), from, std::move(order));
+  return context->join_pass(pass_id, options)->run(*context, roots, std::move(grads), from, std::move(order));
 }
 DISTGRAD_REMOTE_NAMED(propagate_gradients, "__distgrad.autograd.propagate");
 
@@ -51,15 +52,32 @@ void BackwardPass::run_engine(DistAutogradContext& context, const Run& run, cons
   }
   autograd::ExecuteOptions options;
   options.keep_graph = true;  // Note [Graphs kept through a pass]
+  options.create_graph = options_.create_graph;
+  options.run_whole_graph = true;  // a RecvBackward may lead back to a capture through other workers
   options.accumulate_leaf = [&context, &run](const Tensor& leaf, const Tensor& grad) {
     context.accumulate(leaf, grad, run.order);
   };
   try {
-    autograd::NoGradGuard no_grad;
-    autograd::Engine::execute(roots, std::move(grads), options);
+    autograd::GradModeGuard grad_mode(options_.create_graph);
+    const TensorList captured = autograd::Engine::execute(roots, std::move(grads), options, capture_edges_);
+    if (!captured.empty()) add_captured(captured);
   } catch (...) {
     if (!failure) failure = std::current_exception();
   }
+}
+
+void BackwardPass::add_captured(const TensorList& captured) {
+  std::lock_guard<std::mutex> lock(captured_mutex_);
+  if (captured_.empty()) captured_.resize(captured.size());
+  for (size_t i = 0; i < captured.size(); ++i) {
+    if (!captured[i].defined()) continue;
+    captured_[i] = captured_[i].defined() ? captured_[i] + captured[i] : captured[i];  // recorded with create_graph
+  }
+}
+
+TensorList BackwardPass::captured() const {
+  std::lock_guard<std::mutex> lock(captured_mutex_);
+  return captured_.empty() ? TensorList(capture_edges_.size()) : captured_;
 }
 
 std::vector<std::shared_ptr<autograd::Node>> BackwardPass::roots() const {
@@ -140,9 +158,11 @@ bool BackwardPass::send_gradients(int64_t context_id, int worker, int64_t messag
     run->for_caller.emplace_back(message_id, std::move(grads));
     return true;
   }
-  ContextScope outside(nullptr);  // the gradients themselves are not recorded
+  // The message is made inside the context only to be recorded (Note [Differentiable gradient
+  // messages]); otherwise the gradients themselves are not.
+  ContextScope scope(options_.create_graph ? ContextContainer::instance().find(context_id) : nullptr);
   run->sent.push_back({order, rpc::rpc_async(worker, &propagate_gradients, context_id, id_, message_id,
-                                             std::move(grads), retain_graph_, rpc::get_rank(), run->order)});
+                                             std::move(grads), options_, rpc::get_rank(), run->order)});
   return true;
 }
 
@@ -154,8 +174,8 @@ void send_gradients(DistAutogradContext& context, int worker, int64_t message_id
   // from there on. Nothing here would run gradients that came back in the reply: ask for none.
   ContextScope outside(nullptr);
   const int64_t pass_id = ContextContainer::instance().next_message_id();
-  rpc::rpc_sync(worker, &propagate_gradients, context.id(), pass_id, message_id, std::move(grads),
-                /*retain_graph=*/false, /*from=*/-1, RunOrder{});
+  rpc::rpc_sync(worker, &propagate_gradients, context.id(), pass_id, message_id, std::move(grads), PassOptions{},
+                /*from=*/-1, RunOrder{});
 }
 
 }  // namespace distgrad::dist_autograd

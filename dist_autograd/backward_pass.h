@@ -29,6 +29,19 @@
 // back to the worker that adapted it; the gradient of the parameters it was sent comes back with
 // the reply). A run awaits its messages, and goes on from their replies, in the order of the
 // calls, not of their arrival (Note [Call order], dist_autograd/call_order.h).
+//
+// Note [Differentiable gradient messages]
+// With create_graph, a pass records itself, across workers too: every run of the local engine
+// records its backward computation (the engine's create_graph), and every gradient message and
+// reply is made inside the context, so distributed autograd's interceptor records it like a
+// forward call: a SendBackward for the gradients that require grad on the sender, a RecvBackward
+// as their grad_fn on the receiver, in the same context. The gradients a pass computes are then
+// tensors whose graph crosses the workers the way the forward graph did, backwards: a further
+// pass of the context from a function of them (a Hessian-vector product, a gradient penalty, the
+// outer loss of a MAML whose inner gradients were distributed) runs over the recorded pass like
+// over any distributed graph, and so does a third. Sums of gradients at a leaf are recorded too.
+// The graphs stay until the context is released (retain_graph defaults to create_graph, as in
+// PyTorch); the context's release frees them on every worker it reached.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +56,7 @@
 #include "absl/base/thread_annotations.h"
 #include "autograd/node.h"
 #include "dist_autograd/call_order.h"
+#include "rpc/codec.h"
 #include "rpc/future.h"
 
 namespace distgrad::dist_autograd {
@@ -53,13 +67,25 @@ class DistAutogradContext;
 // message).
 using ReturnedGradients = std::vector<std::pair<int64_t, std::vector<Tensor>>>;
 
+// How a pass runs on every worker it reaches: whether it keeps the saved tensors, and whether it
+// records itself (Note [Differentiable gradient messages]).
+struct PassOptions {
+  bool retain_graph = false;
+  bool create_graph = false;
+};
+DISTGRAD_CODEC(PassOptions, retain_graph, create_graph);  // gradient messages carry them
+
 class BackwardPass {
  public:
-  BackwardPass(int64_t id, bool retain_graph) : id_(id), retain_graph_(retain_graph) {}
+  BackwardPass(int64_t id, PassOptions options) : id_(id), options_(options) {}
   BackwardPass(const BackwardPass&) = delete;
   BackwardPass& operator=(const BackwardPass&) = delete;
 
   int64_t id() const { return id_; }
+  // The driver's inputs of grad() that are not leaves: every run of the pass here captures the
+  // gradient arriving at their edges, and captured() returns the sums. Set before the pass runs.
+  void capture(std::vector<autograd::Edge> edges) { capture_edges_ = std::move(edges); }
+  autograd::TensorList captured() const;
   // The nodes this worker's runs of the pass started from (their graphs are the pass's here).
   std::vector<std::shared_ptr<autograd::Node>> roots() const;
 
@@ -94,12 +120,17 @@ class BackwardPass {
 
   // The run on this thread, or null.
   Run* run_on_this_thread();
+  // Adds a run's captured gradients (capture()) to captured_.
+  void add_captured(const autograd::TensorList& captured);
   // Runs the local engine for `run` from `roots`; records its failure, if any, in `failure`.
   void run_engine(DistAutogradContext& context, const Run& run, const std::vector<autograd::Edge>& roots,
                   autograd::TensorList grads, std::exception_ptr& failure);
 
   const int64_t id_;
-  const bool retain_graph_;
+  const PassOptions options_;
+  std::vector<autograd::Edge> capture_edges_;  // set before the pass runs, then only read
+  mutable std::mutex captured_mutex_;          // guards captured_ (runs on several threads add to it)
+  autograd::TensorList captured_ ABSL_GUARDED_BY(captured_mutex_);
   mutable std::mutex runs_mutex_;  // guards the list runs_ (not the runs: each belongs to its thread) and roots_
   std::list<Run> runs_ ABSL_GUARDED_BY(runs_mutex_);
   std::vector<std::shared_ptr<autograd::Node>> roots_ ABSL_GUARDED_BY(runs_mutex_);

@@ -1,6 +1,7 @@
 #include "dist_autograd/context.h"
 
 #include "autograd/autograd_meta.h"
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/ops.h"
 #include "dist_autograd/backward_pass.h"
@@ -64,7 +65,16 @@ void DistAutogradContext::add_to(LeafGradients& gradients, const Tensor& leaf, c
   // later ones are added out of place, so the maps may share the first (accumulate_grad copies a
   // shared tensor before it adds into .grad in place).
   auto [entry, inserted] = gradients.try_emplace(leaf.autograd_meta(), LeafGradient{leaf, grad});
-  if (!inserted) entry->second.grad = untracked::add(entry->second.grad, grad);
+  if (inserted) return;
+  Tensor& sum = entry->second.grad;
+  if (sum.requires_grad() || grad.requires_grad()) {
+    // Gradients of a pass with create_graph: their sum is recorded too (Note [Differentiable
+    // gradient messages]).
+    const autograd::EnableGradGuard recorded;
+    sum = sum + grad;
+  } else {
+    sum = untracked::add(sum, grad);
+  }
 }
 
 void DistAutogradContext::accumulate(const Tensor& leaf, const Tensor& grad, const RunOrder& run) {
@@ -97,21 +107,21 @@ std::vector<LeafGradient> DistAutogradContext::gradients() const {
   return result;
 }
 
-std::shared_ptr<BackwardPass> DistAutogradContext::begin_pass(int64_t pass_id, bool retain_graph) {
+std::shared_ptr<BackwardPass> DistAutogradContext::begin_pass(int64_t pass_id, PassOptions options) {
   std::lock_guard<std::mutex> lock(mutex_);
   DISTGRAD_CHECK(!driving_pass_, "backward: a backward pass of context ", id_,
                  " is already running (one pass per context at a time)");
   driving_pass_ = true;
   fold_pass();  // gradients a pass begun elsewhere brought here
-  pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
+  pass_ = std::make_shared<BackwardPass>(pass_id, options);
   return pass_;
 }
 
-std::shared_ptr<BackwardPass> DistAutogradContext::join_pass(int64_t pass_id, bool retain_graph) {
+std::shared_ptr<BackwardPass> DistAutogradContext::join_pass(int64_t pass_id, PassOptions options) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (pass_ == nullptr || pass_->id() != pass_id) {
     fold_pass();
-    pass_ = std::make_shared<BackwardPass>(pass_id, retain_graph);
+    pass_ = std::make_shared<BackwardPass>(pass_id, options);
   }
   return pass_;
 }

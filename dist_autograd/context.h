@@ -24,11 +24,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "autograd/node.h"
+#include "dist_autograd/backward_pass.h"
 #include "dist_autograd/call_order.h"
 
 namespace distgrad::dist_autograd {
 
-class BackwardPass;
 class SendBackward;
 class RecvBackward;
 
@@ -64,11 +64,11 @@ class DistAutogradContext {
   // The driver: starts backward pass `pass_id` here; end_pass returns the gradients that pass
   // brought this worker's leaves (the driver adds exactly those into .grad). Throws when a pass
   // of this context is already running.
-  std::shared_ptr<BackwardPass> begin_pass(int64_t pass_id, bool retain_graph);
+  std::shared_ptr<BackwardPass> begin_pass(int64_t pass_id, PassOptions options);
   std::vector<LeafGradient> end_pass();
   // A worker that pass `pass_id`'s gradients reached: the pass, begun here on first contact
   // (which ends the previous one here).
-  std::shared_ptr<BackwardPass> join_pass(int64_t pass_id, bool retain_graph);
+  std::shared_ptr<BackwardPass> join_pass(int64_t pass_id, PassOptions options);
   // The pass running in this context (the last one begun or joined), or null.
   std::shared_ptr<BackwardPass> pass() const;
 

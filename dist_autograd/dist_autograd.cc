@@ -114,10 +114,17 @@ std::vector<rpc::Future<void>> take_pending_releases(int64_t context_id) {
   return calls;
 }
 
+// What a driver's pass brought this worker: its leaves' gradients, and those captured at the
+// capture edges it was given.
+struct PassResult {
+  std::vector<LeafGradient> leaves;
+  TensorList captured;
+};
+
 // The driver's pass: runs the engine from the roots, then releases the graph everywhere unless
-// retained. Returns this worker's leaf gradients of the pass.
-std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& roots, bool retain_graph,
-                                   const char* op) {
+// retained.
+PassResult run_pass(const ContextPtr& state, const TensorList& roots, PassOptions options, const char* op,
+                    std::vector<Edge> capture_edges = {}) {
   DISTGRAD_CHECK(!roots.empty(), op, ": expected at least one root");
   std::vector<Edge> edges;
   TensorList grads;
@@ -133,7 +140,8 @@ std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& ro
   DistAutogradContext& context = *state;
   for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   const int64_t pass_id = ContextContainer::instance().next_message_id();
-  std::shared_ptr<BackwardPass> pass = context.begin_pass(pass_id, retain_graph);
+  std::shared_ptr<BackwardPass> pass = context.begin_pass(pass_id, options);
+  pass->capture(std::move(capture_edges));
   // A pass that failed somewhere ends as one that did not (its graph released unless retained,
   // what it accumulated kept), and the context stays usable, as PyTorch's: the run awaited every
   // message it sent, so no part of the pass is still running anywhere.
@@ -143,7 +151,7 @@ std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& ro
   } catch (...) {
     failure = std::current_exception();
   }
-  if (!retain_graph) {
+  if (!options.retain_graph) {
     std::vector<std::shared_ptr<Node>> nodes = context.send_functions();
     for (const Edge& edge : edges) nodes.push_back(edge.function);
     release_graph_from(nodes);
@@ -155,9 +163,9 @@ std::vector<LeafGradient> run_pass(const ContextPtr& state, const TensorList& ro
       pending.by_context[context.id()] = std::move(calls);
     }
   }
-  std::vector<LeafGradient> gradients = context.end_pass();
+  PassResult result{context.end_pass(), pass->captured()};
   if (failure) std::rethrow_exception(failure);
-  return gradients;
+  return result;
 }
 
 }  // namespace
@@ -206,34 +214,35 @@ dist_autograd::ContextPtr find_context(ContextId context, const char* op) {
   return state;
 }
 
-// What a distributed pass does not take: create_graph (not yet) and grad_outputs (roots are scalars).
-void check_distributed_options(bool create_graph, const TensorList& grad_outputs, const char* op) {
-  DISTGRAD_CHECK(!create_graph, op,
-                 ": create_graph across workers is not supported yet (as in PyTorch's "
-                 "distributed autograd); differentiate the gradients within one worker with autograd::",
-                 op);
+// What a distributed pass does not take: grad_outputs (roots are scalars).
+void check_distributed_options(const TensorList& grad_outputs, const char* op) {
   DISTGRAD_CHECK(grad_outputs.empty(), op, ": a distributed pass starts from one-element roots with gradient 1; ",
                  grad_outputs.size(), " grad_outputs were given (multiply the roots by them instead)");
+}
+
+// retain_graph defaults to create_graph, as in PyTorch.
+dist_autograd::PassOptions pass_options(const std::optional<bool>& retain_graph, bool create_graph) {
+  return {.retain_graph = retain_graph.value_or(create_graph), .create_graph = create_graph};
 }
 
 }  // namespace
 
 void backward(ContextId context, const TensorList& roots, const BackwardOptions& options) {
-  check_distributed_options(options.create_graph, options.grad_outputs, "backward");
+  check_distributed_options(options.grad_outputs, "backward");
   dist_autograd::ContextPtr state = find_context(context, "backward");
   const TensorList& inputs = options.inputs;
-  const bool retain_graph = options.retain_graph.value_or(false);
   for (size_t i = 0; i < inputs.size(); ++i) {
     inputs[i].check_defined("backward");
     DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "backward: input ", i, " (a ",
                    inputs[i].describe(),
                    ") must be a leaf that requires grad: distributed gradients are collected at leaves");
   }
-  std::vector<dist_autograd::LeafGradient> pass = dist_autograd::run_pass(state, roots, retain_graph, "backward");
-  for (const dist_autograd::LeafGradient& entry : pass) {
+  const dist_autograd::PassResult pass =
+      dist_autograd::run_pass(state, roots, pass_options(options.retain_graph, options.create_graph), "backward");
+  for (const dist_autograd::LeafGradient& entry : pass.leaves) {
     const bool wanted = inputs.empty() || std::any_of(inputs.begin(), inputs.end(),
                                                       [&](const Tensor& input) { return input.is_same(entry.leaf); });
-    NoGradGuard no_grad;
+    GradModeGuard recorded(options.create_graph);  // with create_graph, .grad() keeps its graph
     if (wanted) autograd::accumulate_grad(entry.leaf, entry.grad);
   }
 }
@@ -243,21 +252,32 @@ void backward(ContextId context, const TensorList& roots, bool retain_graph, con
 }
 
 TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, const GradOptions& options) {
-  check_distributed_options(options.create_graph, options.grad_outputs, "grad");
+  check_distributed_options(options.grad_outputs, "grad");
   dist_autograd::ContextPtr state = find_context(context, "grad");
-  const bool retain_graph = options.retain_graph.value_or(false);
+  // Leaves get their gradients from the context; the others (a MAML inner loop's adapted
+  // weights) from the edges the driver's runs capture.
+  std::vector<Edge> capture_edges;
   for (size_t i = 0; i < inputs.size(); ++i) {
     inputs[i].check_defined("grad");
-    DISTGRAD_CHECK(inputs[i].requires_grad() && inputs[i].is_leaf(), "grad: input ", i, " (a ", inputs[i].describe(),
-                   ") must be a leaf that requires grad: distributed gradients are collected at leaves");
+    DISTGRAD_CHECK(inputs[i].requires_grad(), "grad: input ", i, " (a ", inputs[i].describe(),
+                   ") does not require grad");
+    if (!inputs[i].is_leaf()) capture_edges.push_back(autograd::gradient_edge(inputs[i]));
   }
-  const GradientMap pass(dist_autograd::run_pass(state, outputs, retain_graph, "grad"));
+  const dist_autograd::PassResult pass = dist_autograd::run_pass(
+      state, outputs, pass_options(options.retain_graph, options.create_graph), "grad", std::move(capture_edges));
+  const GradientMap leaves(pass.leaves);
   TensorList result;
+  size_t captured = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const bool found = pass.contains(inputs[i]);
-    DISTGRAD_CHECK(found || options.allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
+    Tensor gradient;
+    if (!inputs[i].is_leaf()) {
+      gradient = pass.captured[captured++];
+    } else if (leaves.contains(inputs[i])) {
+      gradient = leaves.at(inputs[i]);
+    }
+    DISTGRAD_CHECK(gradient.defined() || options.allow_unused, "grad: input ", i, " (a ", inputs[i].describe(),
                    ") was not used to compute the outputs; pass allow_unused=true if that is expected");
-    result.push_back(found ? pass.at(inputs[i]) : Tensor());
+    result.push_back(gradient);
   }
   return result;
 }

@@ -65,13 +65,17 @@ class ContextId {
 
 // Runs a distributed backward pass from `roots` (one-element tensors; gradients of ones), adds
 // the gradients this pass computed for this worker's leaves into their .grad() (only for
-// `inputs` when given), and accumulates every worker's in the context. `retain_graph` (default
-// false) applies on every worker; create_graph across workers is not supported yet (an error).
+// `inputs` when given), and accumulates every worker's in the context. `retain_graph` (default:
+// create_graph) applies on every worker. With `create_graph` the pass records itself on every
+// worker and in its messages, so the gradients can be differentiated again by a further pass of
+// the context (Note [Differentiable gradient messages], dist_autograd/backward_pass.h).
 // Errors anywhere come back naming the worker.
 void backward(ContextId context, const TensorList& roots, const BackwardOptions& options);
 void backward(ContextId context, const TensorList& roots, bool retain_graph = false, const TensorList& inputs = {});
-// The same pass, leaving .grad() alone: returns the context's gradients of `inputs` (leaves of
-// this worker). An input without one is an error unless `allow_unused` (then undefined).
+// The same pass, leaving .grad() alone: returns the gradients of `inputs`, tensors of this
+// worker that require grad: leaves (their gradients of this pass, as accumulated in the context)
+// or not (the gradients arriving at them, as local grad captures them: a MAML inner loop's
+// adapted weights). An input without one is an error unless `allow_unused` (then undefined).
 TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, const GradOptions& options);
 TensorList grad(ContextId context, const TensorList& outputs, const TensorList& inputs, bool retain_graph = false,
                 bool allow_unused = false);

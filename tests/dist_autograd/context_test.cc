@@ -14,19 +14,19 @@ namespace {
 
 TEST(DistAutogradContext, ASecondPassWhileOneRunsIsRefusedNamingTheContext) {
   DistAutogradContext context(7);
-  const std::shared_ptr<BackwardPass> pass = context.begin_pass(1, /*retain_graph=*/false);
+  const std::shared_ptr<BackwardPass> pass = context.begin_pass(1, PassOptions{});
   EXPECT_EQ(context.pass(), pass);
-  EXPECT_ERROR_CONTAINS(context.begin_pass(2, false), "a backward pass of context 7 is already running");
+  EXPECT_ERROR_CONTAINS(context.begin_pass(2, PassOptions{}), "a backward pass of context 7 is already running");
   context.end_pass();
   EXPECT_EQ(context.pass(), nullptr);
-  EXPECT_EQ(context.begin_pass(3, false)->id(), 3);
+  EXPECT_EQ(context.begin_pass(3, PassOptions{})->id(), 3);
 }
 
 TEST(DistAutogradContext, WorkersJoinAPassUnderItsIdAndANewIdReplacesIt) {
   DistAutogradContext context(7);
-  const std::shared_ptr<BackwardPass> first = context.join_pass(1, false);
-  EXPECT_EQ(context.join_pass(1, false), first);
-  const std::shared_ptr<BackwardPass> second = context.join_pass(2, false);
+  const std::shared_ptr<BackwardPass> first = context.join_pass(1, PassOptions{});
+  EXPECT_EQ(context.join_pass(1, PassOptions{}), first);
+  const std::shared_ptr<BackwardPass> second = context.join_pass(2, PassOptions{});
   EXPECT_NE(second, first);
   EXPECT_EQ(context.pass(), second);
 }
@@ -52,7 +52,7 @@ TEST(DistAutogradContext, APassAddsItsRunsGradientsInRunOrderWhateverOrderTheyAr
   for (const RunGradient& run : runs) in_order = in_order + run.grad;
   do {
     DistAutogradContext context(7);
-    context.begin_pass(1, false);
+    context.begin_pass(1, PassOptions{});
     for (const RunGradient& run : runs) context.accumulate(leaf, full({1}, run.grad, {.dtype = kFloat64}), run.run);
     EXPECT_EQ(context.gradients().at(0).grad.item<double>(), in_order);  // read during the pass
     const std::vector<LeafGradient> pass = context.end_pass();
@@ -67,10 +67,10 @@ TEST(DistAutogradContext, APassAddsItsRunsGradientsInRunOrderWhateverOrderTheyAr
 TEST(DistAutogradContext, AWorkerEndsAPassWhenTheNextOneArrivesAndKeepsTheSumOfBoth) {
   const Tensor leaf = zeros({1}, {.dtype = kFloat64, .requires_grad = true});
   DistAutogradContext context(7);
-  context.join_pass(1, false);
+  context.join_pass(1, PassOptions{});
   context.accumulate(leaf, full({1}, 2.0, {.dtype = kFloat64}), {MessageOrder{{1}, true}});
   context.accumulate(leaf, full({1}, 1.0, {.dtype = kFloat64}), {MessageOrder{{0}, true}});
-  context.join_pass(2, false);
+  context.join_pass(2, PassOptions{});
   context.accumulate(leaf, full({1}, 4.0, {.dtype = kFloat64}), {MessageOrder{{0}, true}});
   EXPECT_EQ(context.gradients().at(0).grad.item<double>(), 7.0);
 }

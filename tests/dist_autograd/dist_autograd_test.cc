@@ -58,6 +58,13 @@ TEST(DistAutogradGraphs, ChainThroughTwoWorkersAndBackToTheDriver) {
   expect_scenario("chain", {"chain worker0->worker1->worker2->worker0 (3 hops): every gradient matches"});
 }
 
+TEST(DistAutogradHigherOrder, SecondAndThirdDerivativesAcrossWorkersMatchTheLocalEngine) {
+  expect_scenario(
+      "higher_order",
+      {"chain: first, second and third derivatives match", "fan-out: first, second and third derivatives match",
+       "nested: first, second and third derivatives match", "sent twice: first, second and third derivatives match"});
+}
+
 TEST(DistAutogradGraphs, TenHopsRoundARingOfFour) {
   expect_scenario("ring", {"(10 hops): every gradient matches the local reference"});
 }
