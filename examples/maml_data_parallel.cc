@@ -37,18 +37,9 @@ ABSL_FLAG(int, eval_every, 50, "meta-iterations between two meta-test losses (th
 namespace dg = distgrad;
 using sinusoid::Tasks;
 
-namespace {
-
-sinusoid::Net& shared_net() {
-  static sinusoid::Net net;
-  return net;
-}
-
-}  // namespace
-
 // Runs on a worker: the sum of squared errors of the model `params` on its chunk of a set.
 dg::Tensor squared_error_sum(dg::nn::ParamDict params, dg::Tensor x, dg::Tensor y) {
-  const dg::Tensor error = dg::nn::functional_call(shared_net(), params, x) - y;
+  const dg::Tensor error = dg::nn::functional_call(sinusoid::shared_net(), params, x) - y;
   return (error * error).sum();
 }
 DISTGRAD_REMOTE(squared_error_sum);

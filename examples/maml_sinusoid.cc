@@ -36,26 +36,15 @@ ABSL_FLAG(std::string, plot, "maml_sinusoid.svg", "where rank 0 writes the plot 
 namespace dg = distgrad;
 using sinusoid::Tasks;
 
-namespace {
-
-// The network whose architecture functional_call runs: one for the process, shared by the
-// threads that serve calls at once (each call brings all the weights).
-sinusoid::Net& shared_net() {
-  static sinusoid::Net net;
-  return net;
-}
-
-}  // namespace
-
 // Runs on a worker: the query loss of one task after adapting `params` to its support set.
 dg::Tensor adapt_and_eval(dg::nn::ParamDict params, Tasks task, int inner_steps, double inner_lr) {
-  return sinusoid::adapted_query_loss(shared_net(), std::move(params), task, inner_steps, inner_lr);
+  return sinusoid::adapted_query_loss(sinusoid::shared_net(), std::move(params), task, inner_steps, inner_lr);
 }
 DISTGRAD_REMOTE(adapt_and_eval);
 
 // Runs on a worker: the adapted model's predictions at `x` ([G, 1]), for the plot.
 dg::Tensor adapted_fit(dg::nn::ParamDict params, Tasks task, dg::Tensor x, int inner_steps, double inner_lr) {
-  sinusoid::Net& net = shared_net();
+  sinusoid::Net& net = sinusoid::shared_net();
   params = sinusoid::adapt(net, std::move(params), task, inner_steps, inner_lr);
   dg::autograd::NoGradGuard no_grad;
   return dg::nn::functional_call(net, params, x);

@@ -65,6 +65,13 @@ struct Net : dg::nn::Module {
   std::shared_ptr<dg::nn::Linear> fc1, fc2, fc3;
 };
 
+// The network whose architecture functional_call runs on a worker: one for the process, shared
+// by the threads that serve calls at once (each call brings all the weights).
+inline Net& shared_net() {
+  static Net net;
+  return net;
+}
+
 // The weights after `inner_steps` differentiable SGD steps (MetaSGD) of `params` on one task's
 // support set ([K, 1] tensors); `net` gives the architecture (functional_call).
 inline dg::nn::ParamDict adapt(Net& net, dg::nn::ParamDict params, const Tasks& task, int inner_steps,

@@ -120,18 +120,22 @@ ResultOf<R> decode_result(const std::string& function, const std::string& worker
   }
 }
 
+// Encodes `args` as the parameters `Params` (of a function, a method or a constructor) for a
+// call to `to`.
 template <typename... Params, typename... Args>
-OutgoingCall make_call(int to, FunctionAddress function, Args&&... args) {
+Encoded encode_arguments(int to, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "rpc: wrong number of arguments for the function");
   static_assert((std::is_convertible_v<Args&&, std::decay_t<Params>> && ...),
                 "rpc: an argument does not convert to the function's parameter type");
-  OutgoingCall call;
-  call.function = registered_name(function);
-  call.num_arguments = sizeof...(Params);
   Encoder out(CallTarget{to, false});
   (Codec<std::decay_t<Params>>::encode(out, static_cast<std::decay_t<Params>>(std::forward<Args>(args))), ...);
-  call.arguments = out.finish();
-  return call;
+  return out.finish();
+}
+
+template <typename... Params, typename... Args>
+OutgoingCall make_call(int to, FunctionAddress function, Args&&... args) {
+  return OutgoingCall{registered_name(function), sizeof...(Params),
+                      encode_arguments<Params...>(to, std::forward<Args>(args)...)};
 }
 
 // Sends `call` to `to` through the running agent; when it fails, its arguments' attachments

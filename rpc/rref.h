@@ -154,17 +154,6 @@ std::shared_ptr<RRefState> decode_rref(Decoder& in, const std::string& type_name
 // Throws naming what was asked of an RRef that refers to nothing (default-constructed).
 void check_valid(const std::shared_ptr<RRefState>& rref, const char* what);
 
-// Encodes `args` as the parameters `Params` for a call to `to`.
-template <typename... Params, typename... Args>
-Encoded encode_arguments(int to, Args&&... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args), "rpc: wrong number of arguments");
-  static_assert((std::is_convertible_v<Args&&, std::decay_t<Params>> && ...),
-                "rpc: an argument does not convert to the parameter's type");
-  Encoder out(CallTarget{to, false});
-  (Codec<std::decay_t<Params>>::encode(out, static_cast<std::decay_t<Params>>(std::forward<Args>(args))), ...);
-  return out.finish();
-}
-
 }  // namespace detail
 
 template <typename T>
