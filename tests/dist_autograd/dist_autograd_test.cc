@@ -166,7 +166,7 @@ TEST(DistAutogradConcurrency, TwoDriversAtOnce) {
   EXPECT_THAT(results[0].output, HasSubstr("two_drivers: no live contexts on any worker")) << results[0];
 }
 
-TEST(DistAutogradCleanup, AThousandContextsLeaveNoContextAndFlatMemory) {
+TEST(DistAutogradCleanup, ThousandsOfContextsLeaveNoContextAndFlatMemory) {
   expect_scenario("context_loop", {"flat memory on every rank"});
 }
 
