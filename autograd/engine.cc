@@ -26,15 +26,22 @@ class GraphRoot final : public Node {
   TensorList grads_;
 };
 
+// A ready node and the priority it runs at (the highest first).
+using ReadyNode = std::pair<uint64_t, Node*>;
 struct ByPriority {
-  bool operator()(const Node* a, const Node* b) const { return a->priority() < b->priority(); }
+  bool operator()(const ReadyNode& a, const ReadyNode& b) const { return a.first < b.first; }
 };
 
 // The state of one Engine::execute call.
 class GraphTask {
  public:
-  GraphTask(const ExecuteOptions& options, const std::vector<Edge>& capture_edges)
+  GraphTask(const ExecuteOptions& options, const std::vector<Edge>& roots, const std::vector<Edge>& capture_edges)
       : options_(options), captured_(capture_edges.size()) {
+    if (options_.roots_in_order) {
+      for (size_t i = 0; i < roots.size(); ++i) {
+        if (roots[i].is_valid()) root_ranks_.try_emplace(roots[i].function.get(), i);
+      }
+    }
     for (size_t i = 0; i < capture_edges.size(); ++i) {
       const Edge& edge = capture_edges[i];
       if (!edge.is_valid()) continue;
@@ -45,11 +52,11 @@ class GraphTask {
 
   TensorList run(const std::shared_ptr<Node>& root) {
     count_dependencies(root.get());
-    if (!captures_.empty() && !options_.run_whole_graph) mark_needed(root.get());
-    std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
-    ready.push(root.get());
+    if (!captures_.empty() && !options_.run_nodes_made_since) mark_needed(root.get());
+    std::priority_queue<ReadyNode, std::vector<ReadyNode>, ByPriority> ready;
+    ready.emplace(priority(*root), root.get());
     while (!ready.empty()) {
-      Node* node = ready.top();
+      Node* node = ready.top().second;
       ready.pop();
       TensorList outputs = run_node(*node);
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -57,7 +64,7 @@ class GraphTask {
         if (!edge.is_valid()) continue;
         NodeState& next = nodes_.at(edge.function.get());
         if (outputs[i].defined()) add_to_buffer(*node, i, *edge.function, edge.input_nr, next, std::move(outputs[i]));
-        if (--next.dependencies == 0 && next.needed) ready.push(edge.function.get());
+        if (--next.dependencies == 0 && next.needed) ready.emplace(priority(*edge.function), edge.function.get());
       }
     }
     return std::move(captured_);
@@ -73,10 +80,19 @@ class GraphTask {
     TensorList buffer;       // gradients summed per input slot
   };
 
-  // With captures, a node below every capture cannot lead to one: the walks stop there (it stays
-  // in nodes_, not needed, so it never runs).
+  // The node's own priority, or with roots_in_order, above every other for a root's node.
+  uint64_t priority(const Node& node) const {
+    const auto root = root_ranks_.find(&node);
+    return root != root_ranks_.end() ? UINT64_MAX - 1 - root->second : node.priority();
+  }
+
+  // With captures, a node below every capture cannot lead to one (nor, with
+  // run_nodes_made_since, a node made before that): the walks stop there (it stays in nodes_, not
+  // needed, so it never runs).
   bool below_every_capture(const Node* node) const {
-    return !captures_.empty() && !options_.run_whole_graph && node->topological_nr() < lowest_capture_;
+    if (captures_.empty()) return false;
+    if (options_.run_nodes_made_since) return node->sequence_nr() < *options_.run_nodes_made_since;
+    return node->topological_nr() < lowest_capture_;
   }
 
   void count_dependencies(Node* root) {
@@ -85,7 +101,10 @@ class GraphTask {
     while (!stack.empty()) {
       Node* node = stack.back();
       stack.pop_back();
-      if (below_every_capture(node)) continue;
+      if (below_every_capture(node)) {
+        nodes_.at(node).needed = false;
+        continue;
+      }
       for (const Edge& edge : node->next_edges()) {
         if (!edge.is_valid()) continue;
         auto [state, first_visit] = nodes_.try_emplace(edge.function.get());
@@ -190,7 +209,8 @@ class GraphTask {
   ExecuteOptions options_;
   absl::flat_hash_map<Node*, NodeState> nodes_;                                    // every node reachable from the root
   absl::flat_hash_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures_;  // input slot -> capture index
-  uint64_t lowest_capture_ = UINT64_MAX;  // the smallest topological number of a capture's node
+  uint64_t lowest_capture_ = UINT64_MAX;                 // the smallest topological number of a capture's node
+  absl::flat_hash_map<const Node*, size_t> root_ranks_;  // with roots_in_order: a root's node -> its first index
   TensorList captured_;
 };
 
@@ -210,7 +230,7 @@ TensorList Engine::execute(const std::vector<Edge>& roots, TensorList root_grads
     std::vector<std::function<void()>>* outer;
     ~RestoreCallbacks() { current_callbacks = outer; }
   } restore{outer_callbacks};
-  TensorList captured = GraphTask(options, capture_edges).run(graph_root);
+  TensorList captured = GraphTask(options, roots, capture_edges).run(graph_root);
   for (size_t i = 0; i < callbacks.size(); ++i) {  // by index: a callback may queue more
     std::function<void()> callback = std::move(callbacks[i]);
     callback();

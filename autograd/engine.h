@@ -9,13 +9,15 @@
 // (Note [Higher order] in function.h).
 //
 // With capture edges (autograd::grad, backward with inputs), only the nodes that lead to one of
-// them run (all of them with ExecuteOptions::run_whole_graph), and the gradient arriving at each
-// is returned instead of being accumulated.
+// them run (with ExecuteOptions::run_nodes_made_since, every node made since), and the gradient
+// arriving at each is returned instead of being accumulated.
 //
 // The user-facing entry points are autograd::backward and autograd::grad (autograd/autograd.h).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "autograd/node.h"
@@ -28,10 +30,16 @@ struct ExecuteOptions {
   // When set, a leaf's gradient (after its hooks) goes here instead of into its grad():
   // distributed autograd accumulates leaves into the backward pass's context.
   std::function<void(const Tensor& leaf, const Tensor& grad)> accumulate_leaf;
-  // With capture edges, run every reachable node all the same, not only those that lead to a
-  // capture: in distributed autograd a node that sends gradients to another worker may lead back
-  // to a capture here through that worker.
-  bool run_whole_graph = false;
+  // With capture edges, run every reachable node made at or after this sequence number
+  // (Node::sequence_nr), not only those that lead to a capture: in distributed autograd a node
+  // that sends gradients to another worker may lead back to a capture here through that worker,
+  // but a node made before every capture's cannot (Note [Passes stop below the inputs] in
+  // dist_autograd/backward_pass.h).
+  std::optional<uint64_t> run_nodes_made_since;
+  // Run the roots' nodes, once ready, before any other node and in the order of the roots, so
+  // that the gradients several roots pass to one node are summed in that order: distributed
+  // autograd runs one engine from many messages' sends and sums in the order of the calls.
+  bool roots_in_order = false;
 };
 
 class Engine {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -89,6 +90,7 @@ class SmallBlockCache {
  public:
   static constexpr size_t kClasses = 11;  // 64 B, 128 B, ..., 64 KiB
 
+  SmallBlockCache();
   ~SmallBlockCache();
 
   // The size class of a block of `nbytes` (below kCachedBlock).
@@ -104,17 +106,17 @@ class SmallBlockCache {
     if (blocks.empty()) return allocate_aligned(class_bytes(index), kAlignment);
     void* data = blocks.back();
     blocks.pop_back();
-    cached_bytes_ -= class_bytes(index);
+    set_cached_bytes(cached_bytes() - class_bytes(index));
     return as_fresh(data, class_bytes(index));
   }
 
   void deallocate(void* data, size_t index) {
-    if (cached_bytes_ + class_bytes(index) > kMaxSmallCachedBytes) {
+    if (cached_bytes() + class_bytes(index) > kMaxSmallCachedBytes) {
       std::free(data);
       return;
     }
     free_[index].push_back(data);
-    cached_bytes_ += class_bytes(index);
+    set_cached_bytes(cached_bytes() + class_bytes(index));
   }
 
   void release() {
@@ -122,15 +124,35 @@ class SmallBlockCache {
       for (void* data : blocks) std::free(data);
       blocks.clear();
     }
-    cached_bytes_ = 0;
+    set_cached_bytes(0);
   }
 
-  size_t cached_bytes() const { return cached_bytes_; }
+  // Written by the owning thread only; read by any (cached_cpu_bytes_of_every_thread).
+  size_t cached_bytes() const { return cached_bytes_.load(std::memory_order_relaxed); }
 
  private:
+  void set_cached_bytes(size_t bytes) { cached_bytes_.store(bytes, std::memory_order_relaxed); }
+
   std::vector<void*> free_[kClasses];
-  size_t cached_bytes_ = 0;
+  std::atomic<size_t> cached_bytes_{0};
 };
+
+// Every live thread's small-block cache, for cached_cpu_bytes_of_every_thread. Never destroyed:
+// threads may end after main returns.
+struct SmallBlockCaches {
+  absl::Mutex mutex;
+  std::vector<const SmallBlockCache*> caches ABSL_GUARDED_BY(mutex);
+};
+SmallBlockCaches& small_block_caches() {
+  static auto* caches = new SmallBlockCaches;
+  return *caches;
+}
+
+SmallBlockCache::SmallBlockCache() {
+  SmallBlockCaches& registry = small_block_caches();
+  absl::MutexLock lock(&registry.mutex);
+  registry.caches.push_back(this);
+}
 
 // Set by the cache's destructor; trivially destructible, so readable until the thread ends.
 thread_local bool small_block_cache_destroyed = false;
@@ -138,6 +160,9 @@ thread_local bool small_block_cache_destroyed = false;
 SmallBlockCache::~SmallBlockCache() {
   small_block_cache_destroyed = true;
   release();
+  SmallBlockCaches& registry = small_block_caches();
+  absl::MutexLock lock(&registry.mutex);
+  std::erase(registry.caches, this);
 }
 
 // This thread's cache, or null once it is destroyed.
@@ -241,6 +266,14 @@ void release_cached_cpu_memory() {
 size_t cached_cpu_bytes() {
   const SmallBlockCache* cache = small_block_cache();
   return cpu_allocator().cached_bytes() + (cache != nullptr ? cache->cached_bytes() : 0);
+}
+
+size_t cached_cpu_bytes_of_every_thread() {
+  size_t bytes = cpu_allocator().cached_bytes();
+  SmallBlockCaches& registry = small_block_caches();
+  absl::MutexLock lock(&registry.mutex);
+  for (const SmallBlockCache* cache : registry.caches) bytes += cache->cached_bytes();
+  return bytes;
 }
 
 }  // namespace distgrad

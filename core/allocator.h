@@ -28,5 +28,8 @@ Allocator& allocator_for(Device device);
 void release_cached_cpu_memory();
 // Bytes of freed CPU blocks currently kept for reuse (the small ones: this thread's).
 size_t cached_cpu_bytes();
+// Bytes of freed CPU blocks currently kept for reuse, every thread's small ones included: what a
+// process's heap holds beyond its live tensors (each thread keeps up to 4 MiB of small blocks).
+size_t cached_cpu_bytes_of_every_thread();
 
 }  // namespace distgrad

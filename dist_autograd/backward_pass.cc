@@ -53,7 +53,8 @@ void BackwardPass::run_engine(DistAutogradContext& context, const Run& run, cons
   autograd::ExecuteOptions options;
   options.keep_graph = true;  // Note [Graphs kept through a pass]
   options.create_graph = options_.create_graph;
-  options.run_whole_graph = true;  // a RecvBackward may lead back to a capture through other workers
+  options.roots_in_order = true;                                              // Note [Gradient waves]
+  if (!capture_edges_.empty()) options.run_nodes_made_since = oldest_input_;  // Note [Passes stop below the inputs]
   options.accumulate_leaf = [&context, &run](const Tensor& leaf, const Tensor& grad) {
     context.accumulate(leaf, grad, run.order);
   };
@@ -92,46 +93,41 @@ ReturnedGradients BackwardPass::run(DistAutogradContext& context, const std::vec
     std::lock_guard<std::mutex> lock(runs_mutex_);
     run = runs_.insert(runs_.end(), Run{std::this_thread::get_id(), caller, std::move(order), {}, {}});
   }
-  // The messages not yet awaited, from `next` on, in MessageOrder (Note [Call order]).
-  const auto order_pending = [&run](size_t next) {
-    std::stable_sort(run->sent.begin() + static_cast<std::ptrdiff_t>(next), run->sent.end(),
-                     [](const SentMessage& a, const SentMessage& b) { return a.order < b.order; });
-  };
   std::exception_ptr failure;
   run_engine(context, *run, roots, std::move(grads), failure);
-  order_pending(0);
-  // Every message is awaited, even after a failure: none outlives the pass that sent it. Replies
-  // that bring gradients back continue the pass here, one message at a time in MessageOrder,
-  // which may send more.
-  for (size_t i = 0; i < run->sent.size(); ++i) {
-    ReturnedGradients returned;
-    try {
-      returned = run->sent[i].reply.get();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-    if (returned.empty() || failure) continue;
-    std::vector<std::pair<std::shared_ptr<SendBackward>, size_t>> sends;  // (send, index in returned)
-    try {
-      for (size_t m = 0; m < returned.size(); ++m) sends.emplace_back(context.send(returned[m].first), m);
-    } catch (...) {
-      failure = std::current_exception();
-      continue;
-    }
-    std::stable_sort(sends.begin(), sends.end(),
-                     [](const auto& a, const auto& b) { return a.first->order() < b.first->order(); });
-    for (auto& [send, m] : sends) {
-      auto& [message_id, tensors] = returned[m];
-      std::vector<Edge> message_edges;
+  // Every message is awaited, even after a failure: none outlives the pass that sent it. The
+  // replies that bring gradients back continue the pass here in waves (Note [Gradient waves]):
+  // the messages sent so far are awaited in MessageOrder, then one run of the engine goes on from
+  // every send their replies name, which may send more.
+  for (size_t next = 0; next < run->sent.size();) {
+    std::stable_sort(run->sent.begin() + static_cast<std::ptrdiff_t>(next), run->sent.end(),
+                     [](const SentMessage& a, const SentMessage& b) { return a.order < b.order; });
+    const size_t wave_end = run->sent.size();
+    std::vector<Edge> wave_roots;
+    TensorList wave_grads;
+    for (; next < wave_end; ++next) {
+      ReturnedGradients returned;
       try {
-        message_edges = message_roots(send, message_id, tensors);
+        returned = run->sent[next].reply.get();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+      if (returned.empty() || failure) continue;
+      try {
+        std::vector<std::pair<std::shared_ptr<SendBackward>, size_t>> sends;  // (send, index in returned)
+        for (size_t m = 0; m < returned.size(); ++m) sends.emplace_back(context.send(returned[m].first), m);
+        std::stable_sort(sends.begin(), sends.end(),
+                         [](const auto& a, const auto& b) { return a.first->order() < b.first->order(); });
+        for (auto& [send, m] : sends) {
+          auto& [message_id, tensors] = returned[m];
+          for (Edge& edge : message_roots(send, message_id, tensors)) wave_roots.push_back(std::move(edge));
+          for (Tensor& tensor : tensors) wave_grads.push_back(std::move(tensor));
+        }
       } catch (...) {
         failure = std::current_exception();
-        break;
       }
-      run_engine(context, *run, message_edges, std::move(tensors), failure);
     }
-    order_pending(i + 1);
+    if (!wave_roots.empty() && !failure) run_engine(context, *run, wave_roots, std::move(wave_grads), failure);
   }
   ReturnedGradients for_caller = std::move(run->for_caller);
   {

@@ -1,6 +1,7 @@
 #include "dist_autograd/dist_autograd.h"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
@@ -124,7 +125,7 @@ struct PassResult {
 // The driver's pass: runs the engine from the roots, then releases the graph everywhere unless
 // retained.
 PassResult run_pass(const ContextPtr& state, const TensorList& roots, PassOptions options, const char* op,
-                    std::vector<Edge> capture_edges = {}) {
+                    std::vector<Edge> capture_edges = {}, uint64_t oldest_input = 0) {
   DISTGRAD_CHECK(!roots.empty(), op, ": expected at least one root");
   std::vector<Edge> edges;
   TensorList grads;
@@ -141,7 +142,7 @@ PassResult run_pass(const ContextPtr& state, const TensorList& roots, PassOption
   for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   const int64_t pass_id = ContextContainer::instance().next_message_id();
   std::shared_ptr<BackwardPass> pass = context.begin_pass(pass_id, options);
-  pass->capture(std::move(capture_edges));
+  pass->capture(std::move(capture_edges), oldest_input);
   // A pass that failed somewhere ends as one that did not (its graph released unless retained,
   // what it accumulated kept), and the context stays usable, as PyTorch's: the run awaited every
   // message it sent, so no part of the pass is still running anywhere.
@@ -257,14 +258,18 @@ TensorList grad(ContextId context, const TensorList& outputs, const TensorList& 
   // Leaves get their gradients from the context; the others (a MAML inner loop's adapted
   // weights) from the edges the driver's runs capture.
   std::vector<Edge> capture_edges;
+  uint64_t oldest_input = std::numeric_limits<uint64_t>::max();
   for (size_t i = 0; i < inputs.size(); ++i) {
     inputs[i].check_defined("grad");
     DISTGRAD_CHECK(inputs[i].requires_grad(), "grad: input ", i, " (a ", inputs[i].describe(),
                    ") does not require grad");
-    if (!inputs[i].is_leaf()) capture_edges.push_back(autograd::gradient_edge(inputs[i]));
+    Edge edge = autograd::gradient_edge(inputs[i]);
+    oldest_input = std::min(oldest_input, edge.function->sequence_nr());
+    if (!inputs[i].is_leaf()) capture_edges.push_back(std::move(edge));
   }
-  const dist_autograd::PassResult pass = dist_autograd::run_pass(
-      state, outputs, pass_options(options.retain_graph, options.create_graph), "grad", std::move(capture_edges));
+  const dist_autograd::PassResult pass =
+      dist_autograd::run_pass(state, outputs, pass_options(options.retain_graph, options.create_graph), "grad",
+                              std::move(capture_edges), oldest_input);
   const GradientMap leaves(pass.leaves);
   TensorList result;
   size_t captured = 0;

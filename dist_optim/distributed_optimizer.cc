@@ -2,6 +2,11 @@
 
 namespace distgrad::optim::detail {
 
+std::mutex& local_step_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 ContextGradients::ContextGradients(const std::vector<Tensor>& parameters, int64_t context) : parameters_(parameters) {
   const autograd::GradientMap gradients = autograd::get_gradients(context);
   for (const Tensor& parameter : parameters_) {

@@ -5,9 +5,11 @@
 // puts one local optimizer on each owner, for that owner's parameters (a LocalOptimizer, a remote
 // object). step(context) makes every owner, in parallel, step its optimizer with the gradients
 // that distributed autograd accumulated in `context` for its parameters (parameters without one
-// are left alone), and returns once all have; an owner's error comes back naming it. Steps of
-// one owner's optimizer run one at a time (several trainers may step the same parameters
-// concurrently, each with its own context). The parameters' own .grad() is left as it was.
+// are left alone), and returns once all have; an owner's error comes back naming it. The steps
+// of every local optimizer of one worker run one at a time, as PyTorch's (its
+// _LocalOptimizer.global_lock): several trainers, each with its DistributedOptimizer and its
+// context, may step the same parameters, whose .grad() each step borrows. The parameters' own
+// .grad() is left as it was.
 //
 //   std::vector<dg::rpc::RRef<dg::Tensor>> params = ps.rpc_sync(&ParameterServer::parameter_rrefs);
 //   dg::optim::DistributedOptimizer<dg::optim::SGD> optimizer(params, {.lr = 0.05});
@@ -43,6 +45,10 @@ template <typename Optim>
 using OptionsOf = decltype(std::declval<typename Optim::ParamGroup>().options);
 
 namespace detail {
+// Held by every local optimizer's step in this process: the optimizers of several trainers may
+// hold the same parameters and set their grad() for the step.
+std::mutex& local_step_mutex();
+
 // Sets each parameter's grad() to its gradient in `context` (undefined when it has none) for the
 // scope, and restores the grads it found.
 class ContextGradients {
@@ -67,7 +73,7 @@ class LocalOptimizer {
 
   // One step with the gradients of `context` on this worker.
   void step(int64_t context) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(detail::local_step_mutex());
     detail::ContextGradients gradients(optimizer_.parameters(), context);
     optimizer_.step();
   }
@@ -80,7 +86,6 @@ class LocalOptimizer {
   }
 
   std::vector<rpc::RRef<Tensor>> rrefs_;  // keep the parameters alive with the optimizer
-  std::mutex mutex_;                      // one step at a time
   Optim optimizer_;
 };
 

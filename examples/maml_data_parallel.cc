@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "distgrad.h"
 #include "examples/command_line.h"
+#include "examples/data_parallel_maml.h"
 #include "examples/maml_flags.h"
 #include "examples/progress.h"
 #include "examples/sinusoid.h"
@@ -37,17 +38,7 @@ ABSL_FLAG(int, eval_every, 50, "meta-iterations between two meta-test losses (th
 namespace dg = distgrad;
 using sinusoid::Tasks;
 
-// Runs on a worker: the sum of squared errors of the model `params` on its chunk of a set.
-dg::Tensor squared_error_sum(dg::nn::ParamDict params, dg::Tensor x, dg::Tensor y) {
-  const dg::Tensor error = dg::nn::functional_call(sinusoid::shared_net(), params, x) - y;
-  return (error * error).sum();
-}
-DISTGRAD_REMOTE(squared_error_sum);
-
 namespace {
-
-// The points of a set split across the workers, their squared errors summed.
-const auto distributed_squared_error = dg::parallelize(squared_error_sum, dg::batch_partitioner, dg::sum_reducer);
 
 dg::DType weights_dtype() {
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
@@ -62,38 +53,10 @@ Tasks in_dtype(Tasks tasks) {
   return tasks;
 }
 
-// The query loss of `task` ([K, 1] tensors) after --inner_steps SGD steps from `params`; each
-// step's gradient is a grad with create_graph of the support loss: distributed in `context` (the
-// support set split across the workers), or local without one.
-dg::Tensor adapted_query_loss(const dg::autograd::Context* context, dg::nn::ParamDict params, const Tasks& task) {
-  const double points = static_cast<double>(task.x_support.size(0));
-  const double lr = absl::GetFlag(FLAGS_inner_lr);
-  for (int step = 0; step < absl::GetFlag(FLAGS_inner_steps); ++step) {
-    const std::vector<dg::Tensor> weights = params.values();
-    dg::autograd::TensorList gradients;
-    if (context != nullptr) {
-      const dg::Tensor loss = distributed_squared_error(params, task.x_support, task.y_support) / points;
-      gradients = dg::autograd::grad(*context, {loss}, weights, {.create_graph = true});
-    } else {
-      const dg::Tensor loss = squared_error_sum(params, task.x_support, task.y_support) / points;
-      gradients = dg::autograd::grad({loss}, weights, {.create_graph = true});
-    }
-    dg::nn::ParamDict adapted;
-    const std::vector<std::string> names = params.keys();
-    for (size_t i = 0; i < names.size(); ++i) adapted.insert(names[i], weights[i] - lr * gradients[i]);
-    params = std::move(adapted);
-  }
-  return squared_error_sum(params, task.x_query, task.y_query) / static_cast<double>(task.x_query.size(0));
-}
-
-// The mean query loss of `tasks` after adaptation.
+// The mean query loss of `tasks` after --inner_steps steps at --inner_lr (examples/data_parallel_maml.h).
 dg::Tensor meta_loss(const dg::autograd::Context* context, const dg::nn::ParamDict& params, const Tasks& tasks) {
-  dg::Tensor total;
-  for (int64_t i = 0; i < tasks.x_support.size(0); ++i) {
-    const dg::Tensor loss = adapted_query_loss(context, params, sinusoid::select_task(tasks, i));
-    total = total.defined() ? total + loss : loss;
-  }
-  return total / static_cast<double>(tasks.x_support.size(0));
+  return sinusoid::data_parallel::meta_loss(context, params, tasks, absl::GetFlag(FLAGS_inner_steps),
+                                            absl::GetFlag(FLAGS_inner_lr));
 }
 
 // The meta-test loss on `tasks`: adapted from detached weights (the inner gradients still cross

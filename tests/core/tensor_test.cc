@@ -1,4 +1,6 @@
 // Tests of the Tensor handle itself: metadata, sharing, element access and printing.
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -150,6 +152,35 @@ TEST(CpuAllocator, ReusesSmallBlocksInPowerOfTwoClassesPerThread) {
   EXPECT_EQ(cached_cpu_bytes(), size_t{512});
   release_cached_cpu_memory();
   EXPECT_EQ(cached_cpu_bytes(), 0u);
+}
+
+TEST(CpuAllocator, CountsTheSmallBlocksEveryLiveThreadKeeps) {
+  release_cached_cpu_memory();
+  const size_t before = cached_cpu_bytes_of_every_thread();
+  Tensor block = empty({1000});  // 4000 bytes: the 4 KiB class
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool freed = false, done = false;
+  std::thread keeper([&] {
+    block = Tensor();  // kept by this thread's cache
+    std::unique_lock<std::mutex> lock(mutex);
+    freed = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return done; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return freed; });
+  }
+  EXPECT_EQ(cached_cpu_bytes(), 0u);  // this thread's own cache is empty
+  EXPECT_EQ(cached_cpu_bytes_of_every_thread(), before + (size_t{4} << 10));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+  changed.notify_all();
+  keeper.join();  // the thread's cache went back with it
+  EXPECT_EQ(cached_cpu_bytes_of_every_thread(), before);
 }
 
 }  // namespace

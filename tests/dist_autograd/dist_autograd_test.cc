@@ -166,8 +166,12 @@ TEST(DistAutogradConcurrency, TwoDriversAtOnce) {
   EXPECT_THAT(results[0].output, HasSubstr("two_drivers: no live contexts on any worker")) << results[0];
 }
 
-TEST(DistAutogradCleanup, ThousandsOfContextsLeaveNoContextAndFlatMemory) {
+TEST(DistAutogradCleanup, AThousandContextsLeaveNoContextAndFlatMemory) {
   expect_scenario("context_loop", {"flat memory on every rank"});
+}
+
+TEST(DistAutogradCleanup, AThousandSecondOrderPassesLeaveNoContextAndFlatMemory) {
+  expect_scenario("second_order_loop", {"1000 Hessian-vector products in", "flat memory on every rank"});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -184,17 +188,31 @@ TEST(DistAutogradErrors, BackwardExceptionReachesTheDriverNamingTheWorkerAndTheC
                    "a further pass in the context succeeded"});
 }
 
-TEST(DistAutogradErrors, WorkerKilledMidBackwardFailsThePassWithoutAHang) {
-  const std::vector<ProcessResult> results = run_scenario("killed_worker");
+// Runs `scenario`, in which worker1 dies printing `last_words`, and requires the survivors to have
+// finished in time, the driver to have printed `driver_lines`.
+void expect_worker1_killed(const std::string& scenario, const std::string& last_words,
+                           const std::vector<std::string>& driver_lines) {
+  const std::vector<ProcessResult> results = run_scenario(scenario);
   ASSERT_EQ(results.size(), 4u);
   EXPECT_EQ(results[1].signal, SIGKILL) << describe(results);
-  EXPECT_THAT(results[1].output, HasSubstr("dies_in_backward: the gradient arrived, raising SIGKILL")) << results[1];
+  EXPECT_THAT(results[1].output, HasSubstr(last_words)) << results[1];
   for (int rank : {0, 2, 3}) {
     EXPECT_TRUE(results[rank].succeeded()) << describe(results);
     EXPECT_FALSE(results[rank].timed_out || results[rank].cut_short) << describe(results);
   }
-  EXPECT_THAT(results[0].output, HasSubstr("worker killed mid-backward: error at the driver after")) << results[0];
-  EXPECT_THAT(results[0].output, HasSubstr("no live contexts on the survivors")) << results[0];
+  for (const std::string& line : driver_lines) EXPECT_THAT(results[0].output, HasSubstr(line)) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr(scenario + ": no live contexts on the survivors")) << results[0];
+}
+
+TEST(DistAutogradErrors, WorkerKilledMidBackwardFailsThePassWithoutAHang) {
+  expect_worker1_killed("killed_worker", "dies_in_backward: the gradient arrived, raising SIGKILL",
+                        {"worker killed mid-backward: error at the driver after"});
+}
+
+TEST(DistAutogradErrors, WorkerKilledInASecondOrderPassFailsItWithoutAHang) {
+  expect_worker1_killed("killed_in_second_order",
+                        "dies_in_second_order: the second-order pass arrived, raising SIGKILL",
+                        {"worker killed in a second-order pass: error at the driver after"});
 }
 
 TEST(DistAutogradSetup, AContextIsRefusedWhenRpcRunsWithoutTheInterceptor) {

@@ -74,6 +74,10 @@ TEST(RRef, DistributedOptimizerStepsEachOwnerAsALocalOptimizerWould) {
   expect_passes("distributed_optimizer", 3, "distributed optimizer passed");
 }
 
+TEST(RRef, TwoTrainersDistributedOptimizersStepOneOwnerWithoutInterleaving) {
+  expect_passes("trainers_sharing_an_owner", 2, "trainers sharing an owner passed");
+}
+
 // TorchOpt's RRef-per-iteration MAML pattern in fresh worlds: none may hang (each has a minute)
 // or fail. DISTGRAD_RREF_FRESH_WORLDS sets how many (10 by default; docs/rpc.md records a run of
 // 1,000).

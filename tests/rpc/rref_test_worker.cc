@@ -561,6 +561,43 @@ int distributed_optimizer() {
       test_options());
 }
 
+// Two trainers (threads of the driver), each with its own DistributedOptimizer over the same two
+// parameters of worker1, step at once, 100 times each: every step borrows the parameters'
+// .grad(), so the steps of the two local optimizers on worker1 must not interleave (they did, and
+// worker1 once died restoring a [4] gradient into the [8] parameter). Plain SGD on constant
+// gradients ends where the 200 steps in any order end.
+int trainers_sharing_an_owner() {
+  return auto_init_rpc(
+      nullptr, rank_zero_only([] {
+        constexpr int kStepsPerTrainer = 100;
+        constexpr double kLr = 0.01;
+        const std::vector<RRef<Tensor>> parameters{remote(1, &make_parameter, int64_t{8}),
+                                                   remote(1, &make_parameter, int64_t{4})};
+        const Tensor scale_8 = arange(8, {.dtype = kFloat64}) + 1.0, scale_4 = arange(4, {.dtype = kFloat64}) - 2.0;
+        auto train = [&] {
+          optim::DistributedOptimizer<optim::SGD> optimizer(parameters, {.lr = kLr});
+          for (int step = 0; step < kStepsPerTrainer; ++step) {
+            autograd::Context context;
+            const Tensor loss = (parameters[0].to_here() * scale_8).sum() + (parameters[1].to_here() * scale_4).sum();
+            autograd::backward(context, {loss});
+            optimizer.step(context);
+          }
+        };
+        std::thread other(train);
+        train();
+        other.join();
+        const double steps = 2.0 * kStepsPerTrainer;
+        require(untracked::allclose(parameters[0].to_here(), arange(8, {.dtype = kFloat64}) - kLr * steps * scale_8,
+                                    1e-9, 1e-9) &&
+                    untracked::allclose(parameters[1].to_here(), arange(4, {.dtype = kFloat64}) - kLr * steps * scale_4,
+                                        1e-9, 1e-9),
+                "after two trainers' steps the parameters are ", parameters[0].to_here(), " and ",
+                parameters[1].to_here());
+        say("trainers sharing an owner passed");
+      }),
+      test_options());
+}
+
 // TorchOpt's distributed MAML sends its module as an RRef every iteration (RRef(net) on the
 // driver, to_here on each worker inside the distributed autograd context), which hangs PyTorch
 // 1.13 intermittently: here 20 iterations of it, each checking the gradient; the test runs this
@@ -609,5 +646,6 @@ int main(int argc, char** argv) {
                         {"user_killed", user_killed},
                         {"gradients", gradients},
                         {"distributed_optimizer", distributed_optimizer},
+                        {"trainers_sharing_an_owner", trainers_sharing_an_owner},
                         {"rref_per_iteration", rref_per_iteration}});
 }
