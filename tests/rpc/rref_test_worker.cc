@@ -252,7 +252,13 @@ int basics() {
                 table.owner_name());
         const Tensor here = table.to_here();
         require(here.numel() == 10 && here.sum().item<double>() == 45, "to_here gave ", here.sum().item<double>());
-        require(table.confirmed_by_owner(), "the owner did not confirm after to_here");
+        // The creation's acknowledgement and to_here's reply race (as in PyTorch, to_here does not
+        // wait for it): it comes, within the timeout.
+        const auto asked = std::chrono::steady_clock::now();
+        while (!table.confirmed_by_owner() && std::chrono::steady_clock::now() - asked < std::chrono::seconds(10)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        require(table.confirmed_by_owner(), "the owner did not confirm the creation within 10 s");
         require_close(rpc_sync(2, &sum_of, table), 45, "worker2's fetch of the passed RRef");
         require_close(rpc_sync(1, &local_sum, table), 45, "the owner's local_value of the passed-back RRef");
         RRef<std::vector<int64_t>> squares = remote(2, &numbers, int64_t{4});
