@@ -82,6 +82,7 @@ class GraphTask {
 
   // The node's own priority, or with roots_in_order, above every other for a root's node.
   uint64_t priority(const Node& node) const {
+    if (root_ranks_.empty()) return node.priority();  // the local engine's hot path: no lookup
     const auto root = root_ranks_.find(&node);
     return root != root_ranks_.end() ? UINT64_MAX - 1 - root->second : node.priority();
   }

@@ -28,7 +28,6 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,20 +152,11 @@ void run_maml() {
     const sinusoid::Tasks tasks =
         sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots), task_generator);
     outer.zero_grad();
-    std::optional<dg::autograd::Context> context;
-    if (!local) context.emplace();
-    const auto forward_start = bench::Clock::now();
-    const dg::Tensor loss = sinusoid::data_parallel::meta_loss(context ? &*context : nullptr,
-                                                               dg::nn::module_clone(net, dg::nn::CloneBy::kClone),
-                                                               tasks, inner_steps, inner_lr);
-    const auto backward_start = bench::Clock::now();
-    if (context) {
-      dg::autograd::backward(*context, {loss});
-    } else {
-      loss.backward();
-    }
-    const bench::OuterIterationPhases phases{bench::seconds_between(forward_start, backward_start),
-                                             bench::seconds_between(backward_start, bench::Clock::now())};
+    const bench::OuterIterationPhases phases =
+        bench::forward_and_backward(local, dg::Device::cpu(), [&](const dg::autograd::Context* context) {
+          return sinusoid::data_parallel::meta_loss(context, dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks,
+                                                    inner_steps, inner_lr);
+        });
     outer.step();
     return phases;
   };

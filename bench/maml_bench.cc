@@ -70,7 +70,7 @@ void run() {
   auto outer_iteration = [&] {
     const Tasks tasks = sinusoid::sample_tasks(meta_batch, shots, task_generator);
     outer.zero_grad();
-    const bench::OuterIterationPhases phases = bench::forward_and_backward(local, dg::Device::cpu(), [&] {
+    const bench::OuterIterationPhases phases = bench::forward_and_backward(local, dg::Device::cpu(), [&](auto) {
       const dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
       return local ? local_meta_loss(params, tasks, inner_steps, inner_lr)
                    : meta_loss(params, tasks, inner_steps, inner_lr);

@@ -44,7 +44,7 @@ void run() {
   auto outer_iteration = [&] {
     const fewshot::Episodes batch = fewshot::to_device(tasks.sample(absl::GetFlag(FLAGS_meta_batch), random), device);
     outer.zero_grad();
-    const bench::OuterIterationPhases phases = bench::forward_and_backward(local, device, [&] {
+    const bench::OuterIterationPhases phases = bench::forward_and_backward(local, device, [&](auto) {
       return std::get<0>(
           fewshot::meta_loss_and_accuracy(dg::nn::module_clone(*net, dg::nn::CloneBy::kClone), batch, inner));
     });

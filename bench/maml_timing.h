@@ -41,16 +41,16 @@ struct OuterIterationPhases {
   double forward_seconds, backward_seconds;
 };
 
-// Runs forward() (cloning the weights, the calls, the mean loss) inside a distributed autograd
-// context, or without one when `local`, then the loss's backward pass (distributed unless
-// `local`); returns the seconds of each part, the backward's ending once `device` (a GPU) has
-// finished its queued work.
+// Runs forward(context) (cloning the weights, the calls, the mean loss) inside a distributed
+// autograd context, which it is given, or without one (null) when `local`, then the loss's
+// backward pass (distributed unless `local`); returns the seconds of each part, the backward's
+// ending once `device` (a GPU) has finished its queued work.
 template <typename Forward>
 OuterIterationPhases forward_and_backward(bool local, distgrad::Device device, Forward forward) {
   std::optional<distgrad::autograd::Context> context;
   if (!local) context.emplace();
   const auto forward_start = Clock::now();
-  const distgrad::Tensor loss = forward();
+  const distgrad::Tensor loss = forward(context ? &*context : nullptr);
   const auto backward_start = Clock::now();
   if (context) {
     distgrad::autograd::backward(*context, {loss});
