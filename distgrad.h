@@ -1,5 +1,5 @@
 // distgrad's user API in one include: tensors and differentiable ops, autograd (local and
-// distributed), modules, optimizers, data, RPC and the map-reduce calls.
+// distributed), modules, optimizers, data, RPC, the map-reduce calls and tracing.
 //
 //   #include "distgrad.h"
 //   namespace dg = distgrad;
@@ -53,3 +53,4 @@
 #include "partition/remote_call.h"
 #include "rpc/rpc.h"
 #include "rpc/rref.h"
+#include "trace/trace.h"

@@ -219,7 +219,7 @@ def main():
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
     parser.add_argument("--ours", default="distgrad,distgrad-grpc",
                         help="our contenders: distgrad (every fast path), distgrad-cross-host (DISTGRAD_SAME_HOST=0), "
-                        "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
+                        "distgrad-grpc (DISTGRAD_GRPC_ONLY=1), distgrad-traced (DISTGRAD_TRACE: recording a trace)")
     parser.add_argument("--baseline", help="a build of another commit whose binary runs beside BUILD's, as each of "
                         "--ours with the suffix @baseline")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),

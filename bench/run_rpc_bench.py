@@ -41,10 +41,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Variables a launcher may have left in our own environment; the worlds get only ours.
 LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_",
                      "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE", "DISTGRAD_SHM", "DISTGRAD_SAME_HOST",
-                     "DISTGRAD_SOCKET_CALLS", "DISTGRAD_GRPC_ONLY")
+                     "DISTGRAD_SOCKET_CALLS", "DISTGRAD_GRPC_ONLY", "DISTGRAD_TRACE")
+# A value of a contender's variable that run_world replaces with a fresh folder of the world's own.
+WORLD_FOLDER = "<world folder>"
 # Our contenders: the defaults (every fast path on), as if the peers were on other hosts (small calls
-# on TCP sockets, the rest over gRPC), and gRPC alone.
-OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"}}
+# on TCP sockets, the rest over gRPC), gRPC alone, and the defaults recording a trace (docs/tracing.md).
+OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"},
+        "distgrad-traced": {"DISTGRAD_TRACE": WORLD_FOLDER}}
 # The suffix of a contender of OURS run from the --baseline build.
 BASELINE = "@baseline"
 # The rref mode's worlds: (workers, the workloads measured there).
@@ -90,6 +93,9 @@ def run_world(command, world_size, timeout, extra_env=None, failure_grace=20.0):
     processes, outputs = [], []
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rpc_bench_") as folder:
+        for name, value in base.items():
+            if value == WORLD_FOLDER:
+                base[name] = os.path.join(folder, name.lower())
         try:
             for rank in range(world_size):
                 out = open(os.path.join(folder, f"{rank}.out"), "w+")
@@ -191,7 +197,7 @@ def main():
     parser.add_argument("--peer-transports", default="default,uv", help="TensorPipe settings: default, uv or both")
     parser.add_argument("--ours", default="distgrad,distgrad-cross-host,distgrad-grpc",
                         help="our contenders: distgrad (every fast path), distgrad-cross-host (DISTGRAD_SAME_HOST=0), "
-                        "distgrad-grpc (DISTGRAD_GRPC_ONLY=1)")
+                        "distgrad-grpc (DISTGRAD_GRPC_ONLY=1), distgrad-traced (DISTGRAD_TRACE: recording a trace)")
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"),
                         help="the peer's interpreter; an empty string measures distgrad alone")
     parser.add_argument("--baseline", help="a build of another commit whose rpc_bench runs beside BUILD's, as each "

@@ -1,11 +1,12 @@
-# Install rules: the headers (include/distgrad/, the tree's paths), the libraries, distgrad-run,
+# Install rules: the headers (include/distgrad/, the tree's paths), the libraries, distgrad-run and distgrad-trace,
 # the CMake package (find_package(distgrad): distgradConfig.cmake, its version file and the
 # exported targets distgrad::*) and distgrad.pc for pkg-config.
 include(CMakePackageConfigHelpers)
 
 get_property(distgrad_libraries GLOBAL PROPERTY DISTGRAD_LIBRARIES)
 set_target_properties(distgrad_run PROPERTIES EXPORT_NAME distgrad-run)
-install(TARGETS ${distgrad_libraries} distgrad distgrad_run
+set_target_properties(distgrad_trace_tool PROPERTIES EXPORT_NAME distgrad-trace)
+install(TARGETS ${distgrad_libraries} distgrad distgrad_run distgrad_trace_tool
         EXPORT distgradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -11,7 +11,7 @@ set(BLA_VENDOR OpenBLAS)
 distgrad_find_dependency(BLAS)
 set(BLA_VENDOR "${distgrad_saved_bla_vendor}")
 unset(distgrad_saved_bla_vendor)
-distgrad_find_dependency(nlohmann_json 3 CONFIG)  # safetensors headers
+distgrad_find_dependency(nlohmann_json 3 CONFIG)  # safetensors headers, trace merging
 distgrad_find_dependency(ZLIB)                    # gzip-compressed datasets
 distgrad_find_dependency(Protobuf)                # module mode: Debian ships no protobuf-config.cmake
 distgrad_find_dependency(gRPC CONFIG)             # needs protobuf-compiler-grpc for grpc_cpp_plugin

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "trace/trace.h"
+
 namespace distgrad::ddp {
 
 CollectiveThread::CollectiveThread(std::function<std::string(const std::string&)> explain)
@@ -45,6 +47,7 @@ void CollectiveThread::execute(Task& task) {
     return;
   }
   try {
+    trace::Span span("ddp.collective", task.work->description());
     task.collective();
     task.work->finish();
   } catch (const CallMismatch& error) {
@@ -59,6 +62,7 @@ void CollectiveThread::execute(Task& task) {
 }
 
 void CollectiveThread::run() {
+  trace::set_thread_name("ddp collectives");
   for (;;) {
     Task task;
     {

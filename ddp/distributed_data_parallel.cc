@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/views.h"
+#include "trace/trace.h"
 
 namespace distgrad::ddp {
 namespace {
@@ -183,7 +184,10 @@ void DistributedDataParallel::mark_ready(size_t index) {
 
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    trace::Span span("ddp", "launch bucket");
+    span.arg("bucket", static_cast<int64_t>(next_bucket_));
     Bucket& bucket = buckets_[next_bucket_++];
+    span.arg("bytes", bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size()));
     // The ranks checked at construction that their buckets match (Note [Gradient buckets]).
     bucket.work = group_->all_reduce_async(bucket.buffer, ReduceOp::kAvg, CallCheck::kSkip);
     timeline_.bucket_launched.push_back(Clock::now());

@@ -9,6 +9,7 @@
 #include "ddp/collective_backend.h"
 #include "rendezvous/job_store.h"
 #include "rendezvous/world.h"
+#include "trace/trace.h"
 
 namespace distgrad::ddp {
 namespace {
@@ -262,6 +263,8 @@ std::shared_ptr<ProcessGroup> init_process_group(ProcessGroupOptions options) {
                  "init_process_group: the default process group exists already (call destroy_process_group first)");
   std::shared_ptr<rendezvous::JobStore> store = rendezvous::JobStore::connect("init_process_group", options.timeout);
   const rendezvous::WorldInfo& world = store->world();
+  // A job without RPC records too; its clocks are not measured (one host shares one clock).
+  if (trace::start_from_environment()) trace::set_process(world.rank, "rank " + std::to_string(world.rank));
   std::vector<int> ranks(world.world_size);
   std::iota(ranks.begin(), ranks.end(), 0);
   default_group = std::make_shared<ProcessGroup>("world", world.rank, std::move(ranks), options, std::move(store));

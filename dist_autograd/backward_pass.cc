@@ -9,6 +9,7 @@
 #include "dist_autograd/context.h"
 #include "dist_autograd/send_recv_backward.h"
 #include "rpc/rpc.h"
+#include "trace/trace.h"
 
 namespace distgrad::dist_autograd {
 namespace {
@@ -31,6 +32,16 @@ std::vector<Edge> message_roots(const std::shared_ptr<SendBackward>& send, int64
 // returns the gradients for `from`'s send functions.
 ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64_t message_id,
                                       std::vector<Tensor> grads, PassOptions options, int from, RunOrder sender) {
+  trace::Span span("dist_autograd.message", "gradient message");  // trace/statistics.h counts these
+  if (span.active()) {
+    int64_t bytes = 0;
+    for (const Tensor& grad : grads)
+      bytes += grad.defined() ? grad.numel() * static_cast<int64_t>(grad.element_size()) : 0;
+    span.arg("context", context_id);
+    span.arg("pass", pass_id);
+    span.arg("from", int64_t{from});
+    span.arg("bytes", bytes);
+  }
   ContextPtr context = ContextContainer::instance().find(context_id);
   DISTGRAD_CHECK(context != nullptr, "distributed autograd: context ", context_id, " is not known on ",
                  rpc::get_worker_name(), " (it was released, or the forward pass never reached this worker)");
@@ -58,6 +69,9 @@ void BackwardPass::run_engine(DistAutogradContext& context, const Run& run, cons
   options.accumulate_leaf = [&context, &run](const Tensor& leaf, const Tensor& grad) {
     context.accumulate(leaf, grad, run.order);
   };
+  trace::Span span("dist_autograd", "local pass");
+  span.arg("pass", id_);
+  span.arg("roots", static_cast<int64_t>(roots.size()));
   try {
     autograd::GradModeGuard grad_mode(options_.create_graph);
     const TensorList captured = autograd::Engine::execute(roots, std::move(grads), options, capture_edges_);

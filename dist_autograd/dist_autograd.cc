@@ -18,6 +18,7 @@
 #include "dist_autograd/interceptor.h"
 #include "dist_autograd/send_recv_backward.h"
 #include "rpc/rpc.h"
+#include "trace/trace.h"
 
 namespace distgrad::dist_autograd {
 namespace {
@@ -141,6 +142,9 @@ PassResult run_pass(const ContextPtr& state, const TensorList& roots, PassOption
   DistAutogradContext& context = *state;
   for (const rpc::Future<void>& done : take_pending_releases(context.id())) done.wait();
   const int64_t pass_id = ContextContainer::instance().next_message_id();
+  trace::Span span("dist_autograd.pass", "backward pass");  // trace/statistics.h counts these
+  span.arg("context", context.id());
+  span.arg("pass", pass_id);
   std::shared_ptr<BackwardPass> pass = context.begin_pass(pass_id, options);
   pass->capture(std::move(capture_edges), oldest_input);
   // A pass that failed somewhere ends as one that did not (its graph released unless retained,
@@ -165,6 +169,7 @@ PassResult run_pass(const ContextPtr& state, const TensorList& roots, PassOption
     }
   }
   PassResult result{context.end_pass(), pass->captured()};
+  span.arg("failed", int64_t{failure != nullptr});
   if (failure) std::rethrow_exception(failure);
   return result;
 }

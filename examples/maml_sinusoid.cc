@@ -128,6 +128,7 @@ void train() {
   const int iterations = absl::GetFlag(FLAGS_iterations);
   examples::Progress progress("meta-train", iterations);
   for (int it = 0; it < iterations; ++it) {
+    DISTGRAD_TRACE_SCOPE("meta-iteration");  // a range on rank 0's track of the timeline (docs/tracing.md)
     dg::autograd::Context context;
     const dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
     const dg::Tensor loss = meta_loss(
@@ -142,6 +143,7 @@ void train() {
     }
     outer.step();
     progress.update(it + 1, loss.item<double>());
+    dg::trace::counter("meta-train loss", loss.item<double>());
   }
   progress.finish();
 

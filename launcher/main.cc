@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iomanip>
 #include <memory>
 #include <random>
@@ -19,6 +20,7 @@
 #include "launcher/worker_env.h"
 #include "launcher/worker_group.h"
 #include "rendezvous/store.h"
+#include "trace/merge.h"
 
 namespace dl = distgrad::launcher;
 
@@ -39,6 +41,34 @@ std::string job_token(const dl::LaunchOptions& options) {
   std::ostringstream token;
   for (int i = 0; i < 4; ++i) token << std::hex << std::setw(8) << std::setfill('0') << random();
   return token.str();
+}
+
+// Removes the trace files an earlier job left in `directory`, so that the merge sees this job's only.
+void clear_trace_directory(const std::string& directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  DISTGRAD_CHECK(!error, "distgrad-run: --trace ", directory, ": cannot create the directory: ", error.message());
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    if ((name.starts_with("trace-") && name.ends_with(".jsonl")) || name == "trace.json" || name == "stats.json") {
+      std::filesystem::remove(entry.path());
+    }
+  }
+}
+
+// Merges the job's trace once every worker has ended (their files complete): rank 0 printed the
+// statistics at its graceful shutdown; a job that failed never got there, so they are printed here.
+void merge_trace(const std::string& directory, bool print_statistics) {
+  try {
+    const distgrad::trace::MergedTrace merged = distgrad::trace::merge_trace_directory(directory);
+    distgrad::trace::write_merged_trace(merged, directory);
+    if (print_statistics) std::fputs(distgrad::trace::merged_summary(merged).c_str(), stderr);
+    std::fprintf(stderr,
+                 "distgrad-run: timeline %s/trace.json (Perfetto UI, chrome://tracing), statistics %s/stats.json\n",
+                 directory.c_str(), directory.c_str());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "distgrad-run: could not merge the trace in %s: %s\n", directory.c_str(), error.what());
+  }
 }
 
 int launch(const dl::LaunchOptions& options) {
@@ -70,11 +100,15 @@ int launch(const dl::LaunchOptions& options) {
     client->wait_until_reachable(std::chrono::seconds(300));
     job = std::make_unique<dl::JobStatus>(std::move(client), options.run_id, options.nnodes);
   }
+  // Node 0 owns the trace directory (shared by the nodes, or node 0's own; see docs/tracing.md).
+  const bool owns_trace = options.trace_dir && options.node_rank == 0;
+  if (owns_trace) clear_trace_directory(*options.trace_dir);
   const dl::GroupResult result = dl::WorkerGroup(options, group, job.get()).run();
   if (result.failure) {
     std::fprintf(stderr, "distgrad-run: %s%s\n", result.failure->describe().c_str(),
                  result.restarts > 0 ? (" (after " + std::to_string(result.restarts) + " restarts)").c_str() : "");
   }
+  if (owns_trace) merge_trace(*options.trace_dir, /*print_statistics=*/result.failure.has_value());
   return result.exit_code();
 }
 

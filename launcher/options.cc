@@ -1,6 +1,7 @@
 #include "launcher/options.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -69,6 +70,12 @@ const std::map<std::string, Flag>& flags() {
                          "=", v, " is not a positive number of seconds");
         }}},
       {"log_dir", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.log_dir = v; }}},
+      {"trace",
+       {true,
+        [](LaunchOptions& o, const std::string& v, const std::string& s) {
+          DISTGRAD_CHECK(!v.empty(), "distgrad-run: ", s, " expects a directory for the trace files");
+          o.trace_dir = std::filesystem::absolute(v).string();
+        }}},
       {"redirects", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.redirects = v; }}},
       {"tee", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.tee = v; }}},
       {"role", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.role = v; }}},
@@ -171,6 +178,10 @@ back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
   --log-dir D                where --redirects and --tee write the logs: each run in a new
                              directory D/<run-id>_XXXXXX (printed at the start), in it
                              attempt_<k>/<local-rank>/stdout.log and stderr.log per attempt
+  --trace D                  record a trace of the whole job (DISTGRAD_TRACE=D for every worker):
+                             each process writes D/trace-<pid>.jsonl; at the end the launcher
+                             merges them into D/trace.json (Perfetto UI, chrome://tracing) and
+                             D/stats.json, and rank 0 prints the per-function statistics
   --redirects 0|1|2|3        send workers' stdout (1), stderr (2) or both (3) only to the logs
   --tee 0|1|2|3              copy them to the logs as well as to the console
   --role NAME                the workers' role (default)

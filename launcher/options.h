@@ -33,6 +33,8 @@ struct LaunchOptions {
   int max_restarts = 0;
   double monitor_interval_s = 0.1;
   std::optional<std::string> log_dir;
+  // Where the workers record their trace (DISTGRAD_TRACE), made absolute; merged at the end.
+  std::optional<std::string> trace_dir;
   std::string redirects = "0";  // 0 none, 1 stdout, 2 stderr, 3 both; or "rank:n,..." per rank
   std::string tee = "0";
   std::string role = "default";

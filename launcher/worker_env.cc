@@ -44,6 +44,7 @@ std::map<std::string, std::string> worker_environment(const LaunchOptions& optio
   env["DISTGRAD_RESTART_COUNT"] = std::to_string(group.restart_count);
   env["DISTGRAD_MAX_RESTARTS"] = std::to_string(options.max_restarts);
   env["DISTGRAD_RUN_ID"] = options.run_id;
+  if (options.trace_dir) env["DISTGRAD_TRACE"] = *options.trace_dir;
   env["DISTGRAD_TOKEN"] = group.token;
   // Not = "1": GCC 12 warns falsely (-Wrestrict) on assigning a one-character literal (GCC bug 105329).
   env.insert_or_assign("DISTGRAD_USE_AGENT_STORE", std::string(1, '1'));

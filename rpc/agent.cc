@@ -19,6 +19,7 @@
 #include "rpc/rref_context.h"
 #include "rpc/tensor_paths.h"
 #include "rpc/worker_directory.h"
+#include "trace/trace.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -257,6 +258,7 @@ void Agent::shutdown(bool graceful) {
     auto check_alive = [this](int rank) { impl_->check_alive(rank, "shutdown"); };
     impl_->directory->wait_for_everyone("shutdown", impl_->options.shutdown_timeout, "shutdown", check_alive);
     impl_->client->wait_for_calls();
+    trace::flush();  // for rank 0's merge after the next barrier (rpc/trace_clock.h)
     impl_->directory->wait_for_everyone("drained", impl_->options.shutdown_timeout, "shutdown", check_alive);
     // The Store's host leaves last, once everyone has read what they needed from it.
     impl_->directory->leave();

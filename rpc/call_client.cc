@@ -9,6 +9,7 @@
 #include "proto/worker.grpc.pb.h"
 #include "rpc/frame.h"
 #include "rpc/registry.h"
+#include "trace/trace.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -29,6 +30,33 @@ DISTGRAD_REMOTE_NAMED(ping, kPingFunction);
 
 StatusCode to_status_code(grpc::StatusCode code) { return static_cast<StatusCode>(static_cast<int>(code)); }
 
+// The ends of a call's asynchronous span on the caller (Note [Calls in a trace]); `id` 0: the call
+// is not traced.
+void trace_call_begun(uint64_t id, int to, const std::string& function, int64_t issued_ns, size_t request_bytes) {
+  if (id == 0) return;
+  trace::record({'b',
+                 "rpc.call",
+                 function,
+                 issued_ns,
+                 0,
+                 id,
+                 {{"to", int64_t{to}}, {"request_bytes", static_cast<int64_t>(request_bytes)}}});
+}
+
+void trace_call_ended(uint64_t id, const std::string& function, size_t reply_bytes, bool failed) {
+  if (id == 0) return;
+  trace::record({'e',
+                 "rpc.call",
+                 function,
+                 trace::now_ns(),
+                 0,
+                 id,
+                 {{"reply_bytes", static_cast<int64_t>(reply_bytes)}, {"failed", int64_t{failed}}}});
+}
+
+// A new call's trace id; 0 when this process does not record.
+uint64_t new_trace_id() { return trace::enabled() ? trace::new_id() : 0; }
+
 }  // namespace
 
 // What a worker needs to call a peer.
@@ -48,6 +76,7 @@ struct CallClient::AsyncCall {
   Promise<Encoded> promise;
   int to = 0;
   std::string function;
+  uint64_t trace_id = 0;
 };
 
 CallClient::CallClient(Setup setup) : setup_(std::move(setup)) { peers_.resize(setup_.world.world_size); }
@@ -149,7 +178,9 @@ void CallClient::prepare_context(grpc::ClientContext& context, std::chrono::mill
   if (timeout.count() > 0) context.set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
-grpc::ByteBuffer CallClient::encode_request(int to, OutgoingCall& call) {
+grpc::ByteBuffer CallClient::encode_request(int to, OutgoingCall& call, uint64_t trace_id) {
+  const int64_t issued_ns = trace_id != 0 ? trace::now_ns() : 0;
+  trace::Span span("rpc", "encode request");
   wire::CallHeader header;
   setup_.interceptors.before_request({to, call.function}, call.arguments.tensors, header);
   header.set_function(call.function);
@@ -171,16 +202,27 @@ grpc::ByteBuffer CallClient::encode_request(int to, OutgoingCall& call) {
   const std::vector<WireTensor> tensors =
       setup_.paths.to_wire(call.arguments.tensors, device_map, shared_memory && shared_memory->read_by(to) ? to : -1);
   for (const WireTensor& tensor : tensors) describe_tensor(tensor, header.add_tensors());
-  return encode_frame(header, std::move(call.arguments.payload), tensors);
+  if (trace_id != 0) {
+    header.set_trace_flow(trace_id);
+    span.flow_out(trace_id);
+  }
+  grpc::ByteBuffer frame = encode_frame(header, std::move(call.arguments.payload), tensors);
+  span.arg("bytes", static_cast<int64_t>(frame.Length()));
+  trace_call_begun(trace_id, to, call.function, issued_ns, frame.Length());
+  return frame;
 }
 
-Encoded CallClient::decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response) {
+Encoded CallClient::decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response,
+                                 uint64_t trace_id) {
+  trace::Span span("rpc", "decode reply");
   wire::ReplyHeader header;
   DecodedFrame frame = decode_frame(response, header, setup_.paths.reader_from([from] { return from; }));
+  span.flow_in(header.trace_flow());
   if (transport::shm::Links* shared_memory = setup_.paths.shared_memory()) {
     shared_memory->set_read_by(from, header.callee_reads_shared_memory());
   }
   setup_.interceptors.on_reply({from, function}, frame.tensors, header);
+  trace_call_ended(trace_id, function, response.Length(), /*failed=*/false);
   return {std::move(frame.payload), std::move(frame.tensors)};
 }
 
@@ -199,21 +241,25 @@ RemoteError CallClient::call_error(int to, const std::string& function, const gr
 }
 
 Future<Encoded> CallClient::call_over_socket(call_socket::Client& socket, int to, const std::string& function,
-                                             const grpc::ByteBuffer& request, std::chrono::milliseconds timeout) {
+                                             const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
+                                             uint64_t trace_id) {
   struct SocketCall {
     Promise<Encoded> promise;
     std::string function;
+    uint64_t trace_id = 0;
   };
   auto state = std::make_shared<SocketCall>();
   state->function = function;
+  state->trace_id = trace_id;
   Future<Encoded> future = state->promise.future();
   call_started(state.get(), nullptr);
   socket_calls_.fetch_add(1, std::memory_order_relaxed);
   socket.call(request, timeout, [this, state, to](grpc::Status status, grpc::ByteBuffer reply) {
     try {
       if (!status.ok()) throw call_error(to, state->function, status);
-      state->promise.set_value(decode_reply(to, state->function, reply));
+      state->promise.set_value(decode_reply(to, state->function, reply, state->trace_id));
     } catch (...) {
+      trace_call_ended(state->trace_id, state->function, 0, /*failed=*/true);
       state->promise.set_error(std::current_exception());
     }
     call_finished(state.get());  // the last use of this
@@ -223,40 +269,47 @@ Future<Encoded> CallClient::call_over_socket(call_socket::Client& socket, int to
 
 Future<Encoded> CallClient::call_async(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
   Peer& peer = this->peer(to);
-  grpc::ByteBuffer request = encode_request(to, call);
+  const uint64_t trace_id = new_trace_id();
+  grpc::ByteBuffer request = encode_request(to, call, trace_id);
   const auto start = std::chrono::steady_clock::now();
   if (call_socket::Client* socket = socket_for(to, request, timeout)) {
-    return call_over_socket(*socket, to, call.function, request, timeout);
+    return call_over_socket(*socket, to, call.function, request, timeout, trace_id);
   }
   timeout = time_left(timeout, start);  // a failed first connection took some of it
   grpc_calls_.fetch_add(1, std::memory_order_relaxed);
   auto* state = new AsyncCall;
   state->to = to;
   state->function = call.function;
+  state->trace_id = trace_id;
   state->request = std::move(request);
   Future<Encoded> future = state->promise.future();
   prepare_context(state->context, timeout);
   call_started(&state->context, &state->context);
-  peer.stub->UnaryCall(&state->context, kCallMethod, grpc::StubOptions(), &state->request, &state->response,
-                       [this, state](const grpc::Status& status) {
-                         std::unique_ptr<AsyncCall> call(state);
-                         try {
-                           if (!status.ok()) throw call_error(call->to, call->function, status);
-                           call->promise.set_value(decode_reply(call->to, call->function, call->response));
-                         } catch (...) {
-                           call->promise.set_error(std::current_exception());
-                         }
-                         call_finished(&call->context);  // the last use of this
-                       });
+  peer.stub->UnaryCall(
+      &state->context, kCallMethod, grpc::StubOptions(), &state->request, &state->response,
+      [this, state](const grpc::Status& status) {
+        std::unique_ptr<AsyncCall> call(state);
+        try {
+          if (!status.ok()) throw call_error(call->to, call->function, status);
+          call->promise.set_value(decode_reply(call->to, call->function, call->response, call->trace_id));
+        } catch (...) {
+          trace_call_ended(call->trace_id, call->function, 0, /*failed=*/true);
+          call->promise.set_error(std::current_exception());
+        }
+        call_finished(&call->context);  // the last use of this
+      });
   return future;
 }
 
 Encoded CallClient::call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout) {
   Peer& peer = this->peer(to);
-  const grpc::ByteBuffer request = encode_request(to, call);
+  const uint64_t trace_id = new_trace_id();
+  const grpc::ByteBuffer request = encode_request(to, call, trace_id);
   const auto start = std::chrono::steady_clock::now();
   if (call_socket::Client* socket = socket_for(to, request, timeout)) {
-    return call_over_socket(*socket, to, call.function, request, timeout).get();
+    Future<Encoded> reply = call_over_socket(*socket, to, call.function, request, timeout, trace_id);
+    trace::Span wait("rpc", "wait for reply");
+    return reply.get();
   }
   timeout = time_left(timeout, start);
   grpc_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -267,11 +320,17 @@ Encoded CallClient::call_sync(int to, OutgoingCall call, std::chrono::millisecon
   grpc::Status status;
   {
     detail::BlockingScope blocking;
+    trace::Span wait("rpc", "wait for reply");
     status = grpc::internal::BlockingUnaryCall(peer.channel.get(), *peer.method, &context, request, &response);
   }
   call_finished(&context);
-  if (!status.ok()) throw call_error(to, call.function, status);
-  return decode_reply(to, call.function, response);
+  try {
+    if (!status.ok()) throw call_error(to, call.function, status);
+    return decode_reply(to, call.function, response, trace_id);
+  } catch (...) {
+    trace_call_ended(trace_id, call.function, 0, /*failed=*/true);
+    throw;
+  }
 }
 
 grpc::Status CallClient::ping(int rank, std::chrono::milliseconds timeout) {
@@ -280,8 +339,8 @@ grpc::Status CallClient::ping(int rank, std::chrono::milliseconds timeout) {
   prepare_context(context, timeout);
   OutgoingCall call{kPingFunction, 0, {}};
   grpc::ByteBuffer reply;
-  return grpc::internal::BlockingUnaryCall(peer.channel.get(), *peer.method, &context, encode_request(rank, call),
-                                           &reply);
+  return grpc::internal::BlockingUnaryCall(peer.channel.get(), *peer.method, &context,
+                                           encode_request(rank, call, /*trace_id=*/0), &reply);
 }
 
 void CallClient::add_to(TransportStats& stats) const {

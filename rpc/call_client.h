@@ -3,6 +3,17 @@
 // encodes requests with the interceptors' bytes and the caller's device maps, decodes replies,
 // and tracks every call in flight, so that a graceful shutdown can wait for them and a stop can
 // cancel them (no completion outlives the agent).
+//
+// Note [Calls in a trace]
+// When the process records a trace (trace/trace.h), a call leaves on the caller an asynchronous
+// span (category "rpc.call", named after the function) from its issue to its reply decoded, with
+// the callee, the frames' bytes and whether it failed as arguments, and "encode request" / "decode
+// reply" spans (and, for a blocking call, "wait for reply") on the threads that did them. On the callee it leaves an
+// asynchronous "queue" span (category "rpc.queue") from the request's arrival to the start of its serving, and an
+// "rpc.serve" span around decoding, running and encoding, with the caller, the bytes and whether it failed
+// (rpc/call_server.cc). The request's flow arrow leaves the caller's encode span for the callee's serve span (its id
+// travels as CallHeader.trace_flow), the reply's leaves the callee's encode span for the caller's decode span (id + 1,
+// as ReplyHeader.trace_flow).
 #pragma once
 
 #include <grpcpp/generic/generic_stub.h>
@@ -78,15 +89,17 @@ class CallClient {
 
   Peer& peer(int rank);
   void prepare_context(grpc::ClientContext& context, std::chrono::milliseconds timeout) const;
-  grpc::ByteBuffer encode_request(int to, OutgoingCall& call);
-  Encoded decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response);
+  // `trace_id`: the call's id in the trace (Note [Calls in a trace]), 0 when it is not traced.
+  grpc::ByteBuffer encode_request(int to, OutgoingCall& call, uint64_t trace_id);
+  Encoded decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response, uint64_t trace_id);
   RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
   // The socket for a call of `request` to `rank`; null when it goes over gRPC. Connecting (on
   // the first call) takes at most the call's `timeout` (and 10 s), so that a peer that does not
   // answer fails the call at its deadline.
   call_socket::Client* socket_for(int rank, const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
   Future<Encoded> call_over_socket(call_socket::Client& socket, int to, const std::string& function,
-                                   const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
+                                   const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
+                                   uint64_t trace_id);
   void call_started(const void* call, grpc::ClientContext* context);
   void call_finished(const void* call);
 

@@ -10,6 +10,7 @@
 #include "rpc/errors.h"
 #include "rpc/frame.h"
 #include "rpc/registry.h"
+#include "trace/trace.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -58,9 +59,10 @@ class CallServer::CallReactor final : public grpc::ServerGenericBidiReactor {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call ended before its request arrived"));
       return;
     }
-    server_.setup_.executor.submit([this] {
+    const int64_t arrived_ns = trace::enabled() ? trace::now_ns() : 0;
+    server_.setup_.executor.submit([this, arrived_ns] {
       if (!server_.wait_until_calls_open()) return Finish(server_.not_serving());
-      const grpc::Status status = server_.serve(request_, &response_);
+      const grpc::Status status = server_.serve(request_, &response_, arrived_ns);
       if (!status.ok()) return Finish(status);
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
     });
@@ -105,10 +107,11 @@ int CallServer::start(const std::string& bind_host) {
     socket_server_ = std::make_unique<call_socket::Server>(
         setup_.token,
         [this](grpc::ByteBuffer request, call_socket::Completion respond) {
-          setup_.executor.submit([this, request = std::move(request), respond = std::move(respond)] {
+          const int64_t arrived_ns = trace::enabled() ? trace::now_ns() : 0;
+          setup_.executor.submit([this, request = std::move(request), respond = std::move(respond), arrived_ns] {
             if (!wait_until_calls_open()) return respond(not_serving(), {});
             grpc::ByteBuffer response;
-            const grpc::Status status = serve(request, &response);
+            const grpc::Status status = serve(request, &response, arrived_ns);
             respond(status, std::move(response));
           });
         },
@@ -152,11 +155,33 @@ grpc::Status CallServer::not_serving() const {
                                                       "stopped, or init_timeout passed)");
 }
 
-grpc::Status CallServer::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
+grpc::Status CallServer::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response, int64_t arrived_ns) {
+  // Note [Calls in a trace] (rpc/call_client.h). The wait in the queue is an asynchronous span:
+  // this thread may have served another call meanwhile.
+  if (arrived_ns != 0) {
+    const uint64_t id = trace::new_id();
+    trace::record({'b', "rpc.queue", "queue", arrived_ns, 0, id, {}});
+    trace::record({'e', "rpc.queue", "queue", trace::now_ns(), 0, id, {}});
+  }
+  trace::Span span("rpc.serve", "call");
+  span.arg("request_bytes", static_cast<int64_t>(request.Length()));
   wire::CallHeader header;
+  const grpc::Status status = run_call(request, header, response, span);
+  if (!header.function().empty()) span.set_name(header.function());
+  span.arg("from", int64_t{header.caller_rank()});
+  span.arg("reply_bytes", status.ok() ? static_cast<int64_t>(response->Length()) : 0);
+  span.arg("failed", int64_t{!status.ok()});
+  return status;
+}
+
+grpc::Status CallServer::run_call(const grpc::ByteBuffer& request, wire::CallHeader& header, grpc::ByteBuffer* response,
+                                  trace::Span& span) {
   try {
-    DecodedFrame frame =
-        decode_frame(request, header, setup_.paths.reader_from([&header] { return header.caller_rank(); }));
+    DecodedFrame frame = [&] {
+      trace::Span decoding("rpc", "decode request");
+      return decode_frame(request, header, setup_.paths.reader_from([&header] { return header.caller_rank(); }));
+    }();
+    span.flow_in(header.trace_flow());
     const Handler* handler = FunctionRegistry::instance().find(header.function());
     if (handler == nullptr) {
       return to_grpc_status(StatusCode::kNotFound,
@@ -167,8 +192,11 @@ grpc::Status CallServer::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer
     const CallSite call{caller, header.function()};
     InterceptorChain::Scopes scopes;
     if (known_caller) scopes = setup_.interceptors.on_request(call, frame.tensors, header);
-    Encoded result =
-        (*handler)(CallArguments{frame.payload, frame.tensors, header.num_arguments(), CallTarget{caller, true}});
+    Encoded result = [&] {
+      trace::Span running("rpc", "run");
+      return (*handler)(CallArguments{frame.payload, frame.tensors, header.num_arguments(), CallTarget{caller, true}});
+    }();
+    trace::Span encoding("rpc", "encode reply");
     wire::ReplyHeader reply;
     if (known_caller) setup_.interceptors.before_reply(call, result.tensors, reply);
     reply.set_payload_bytes(result.payload.size());
@@ -182,6 +210,10 @@ grpc::Status CallServer::serve(const grpc::ByteBuffer& request, grpc::ByteBuffer
     const std::vector<WireTensor> tensors =
         setup_.paths.to_wire(result.tensors, back, known_caller && header.reply_through_shared_memory() ? caller : -1);
     for (const WireTensor& tensor : tensors) describe_tensor(tensor, reply.add_tensors());
+    if (header.trace_flow() != 0 && encoding.active()) {
+      reply.set_trace_flow(header.trace_flow() + 1);
+      encoding.flow_out(header.trace_flow() + 1);
+    }
     *response = encode_frame(reply, std::move(result.payload), tensors);
     while (!scopes.empty()) scopes.pop_back();  // the innermost first
     return grpc::Status::OK;

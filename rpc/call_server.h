@@ -35,7 +35,14 @@
 #include "rpc/interceptor_chain.h"
 #include "rpc/tensor_paths.h"
 
+namespace distgrad::trace {
+class Span;
+}  // namespace distgrad::trace
+
 namespace distgrad::rpc {
+namespace wire {
+class CallHeader;
+}  // namespace wire
 
 class CallServer {
  public:
@@ -81,8 +88,12 @@ class CallServer {
   void set_gate(bool open);
   // The answer to requests that arrive when init_rpc did not finish.
   grpc::Status not_serving() const;
-  // Runs the call a request frame asks for, from either transport.
-  grpc::Status serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  // Runs the call a request frame asks for, from either transport; `arrived_ns`: when the request
+  // arrived on the trace clock, 0 when this process does not record (Note [Calls in a trace]).
+  grpc::Status serve(const grpc::ByteBuffer& request, grpc::ByteBuffer* response, int64_t arrived_ns);
+  // serve's work inside its trace span: decodes `request` into `header`, runs, encodes.
+  grpc::Status run_call(const grpc::ByteBuffer& request, wire::CallHeader& header, grpc::ByteBuffer* response,
+                        trace::Span& span);
 
   const Setup setup_;
   std::unique_ptr<WorkerService> service_;

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "rendezvous/credentials.h"
+#include "trace/trace.h"
 
 namespace distgrad::rpc::call_socket {
 namespace {
@@ -174,6 +175,8 @@ bool read_exactly(int fd, void* out, size_t size) {
 bool send_message(int fd, MessageHeader header, const std::vector<grpc::Slice>& slices) {
   header.bytes = 0;
   for (const grpc::Slice& slice : slices) header.bytes += slice.size();
+  trace::Span span("transport", "socket write");
+  span.arg("bytes", static_cast<int64_t>(header.bytes));
   std::vector<iovec> parts;
   parts.reserve(1 + slices.size());
   parts.push_back({const_cast<MessageHeader*>(&header), sizeof header});

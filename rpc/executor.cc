@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "rpc/future.h"
+#include "trace/trace.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -29,7 +30,7 @@ Executor::Executor(int num_threads, int max_threads) : num_threads_(num_threads)
   DISTGRAD_CHECK(num_threads > 0 && max_threads >= num_threads, "Executor: expected 0 < num_threads <= max_threads, ",
                  "found ", num_threads, " and ", max_threads);
   std::lock_guard<std::mutex> lock(mutex_);
-  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this, i] { run(i); });
 }
 
 Executor::~Executor() {
@@ -83,11 +84,14 @@ void Executor::end_blocking() {
 
 void Executor::maybe_add_thread() {
   const bool starved = idle_ == 0 && !tasks_.empty() && running_ - blocked_ < num_threads_;
-  if (starved && static_cast<int>(threads_.size()) < max_threads_) threads_.emplace_back([this] { run(); });
+  if (starved && static_cast<int>(threads_.size()) < max_threads_) {
+    threads_.emplace_back([this, index = static_cast<int>(threads_.size())] { run(index); });
+  }
 }
 
-void Executor::run() {
+void Executor::run(int index) {
   current_executor = this;
+  trace::set_thread_name("rpc executor " + std::to_string(index));
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     ++idle_;

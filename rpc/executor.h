@@ -37,7 +37,7 @@ class Executor {
   void end_blocking();
 
  private:
-  void run();
+  void run(int index);      // `index`: the thread's, for its name in a trace
   void maybe_add_thread();  // requires mutex_
 
   const int num_threads_;

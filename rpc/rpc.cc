@@ -5,6 +5,8 @@
 #include <mutex>
 
 #include "rendezvous/world.h"
+#include "rpc/trace_clock.h"
+#include "trace/trace.h"
 
 namespace distgrad::rpc {
 namespace {
@@ -26,22 +28,32 @@ void start_agent(const RpcOptions& options) {
                  "OMPI_COMM_WORLD_RANK): running as a world of one worker; start the program with "
                  "distgrad-run (or torchrun, srun, mpirun) for more\n");
   }
+  const rendezvous::WorldInfo& world = rendezvous::world_info();
+  if (trace::start_from_environment())
+    trace::set_process(world.rank, rendezvous::worker_name(world.rank, world.world_size));
   auto agent = std::make_unique<Agent>(options);
   agent->start();
   owned_agent = std::move(agent);
   running_agent = owned_agent.get();
   owned_agent->open_calls();  // Note [Calls before init_rpc returns]
+  detail::measure_trace_clock();
 }
 
 void shutdown(bool graceful) {
   std::lock_guard<std::mutex> lock(agent_mutex);
   if (owned_agent == nullptr) return;
+  // A recording job's clocks are measured again (Note [Trace clocks]); every rank writes its file
+  // inside the agent's graceful shutdown, and rank 0 merges them all after it.
+  const std::string trace_directory = graceful ? trace::directory() : "";
+  if (!trace_directory.empty()) detail::measure_trace_clock();
   // The agent keeps serving (and stays current) during a graceful shutdown; if that fails, it
   // is still running and shutdown(false) stops it.
   owned_agent->shutdown(graceful);
+  const bool report = !trace_directory.empty() && owned_agent->world().rank == 0;
   running_agent = nullptr;
   owned_agent.reset();
   default_timeout_ms = -1;
+  if (report) detail::report_trace(trace_directory);
 }
 
 bool is_initialized() { return running_agent.load() != nullptr; }

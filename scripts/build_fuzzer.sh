@@ -12,7 +12,7 @@ shift 3
 # Archives whose members the clang objects already define are not pulled in, so these may hold
 # the sources under test too.
 libs=("$build/rendezvous/libdistgrad_rendezvous.a" "$build/proto/libdistgrad_proto.a"
-  "$build/transport/libdistgrad_transport.a" "$build/core/libdistgrad_core.a")
+  "$build/transport/libdistgrad_transport.a" "$build/trace/libdistgrad_trace.a" "$build/core/libdistgrad_core.a")
 system_libs=$(pkg-config --libs grpc++ protobuf absl_synchronization absl_flat_hash_map absl_strings)
 cuda_libs=()
 if [[ $(nm -C "$build/core/libdistgrad_core.a" 2>/dev/null | grep -c cudaMalloc) -gt 0 ]]; then

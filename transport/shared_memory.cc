@@ -12,6 +12,7 @@
 
 #include "core/copy.h"
 #include "core/error.h"
+#include "trace/trace.h"
 
 namespace distgrad::transport::shm {
 namespace {
@@ -152,6 +153,8 @@ std::optional<SegmentRef> SendPool::put(const Tensor& tensor) {
       segment->try_claim(ticket);
     }
   }
+  trace::Span span("transport", "shared-memory copy");
+  span.arg("bytes", static_cast<int64_t>(nbytes));
   if (tensor.is_contiguous() && tensor.device().is_cpu()) {
     std::memcpy(segment->data(), tensor.data_ptr(), nbytes);
   } else {

@@ -2,6 +2,7 @@
 // message) and the environment it gives each worker.
 #include "launcher/options.h"
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -108,6 +109,18 @@ TEST(LaunchOptions, NoLineBufferedTakesNoValue) {
   EXPECT_ERROR_CONTAINS(parse({"--no-line-buffered=0", "prog"}), "--no-line-buffered=0 takes no value");
   EXPECT_THAT(launch_usage(), ::testing::HasSubstr("--no-line-buffered"));
   EXPECT_THAT(launch_usage(), ::testing::HasSubstr("attempt_<k>/<local-rank>/stdout.log"));
+}
+
+TEST(LaunchOptions, TraceTakesADirectoryMadeAbsoluteForTheWorkers) {
+  EXPECT_FALSE(parse({"prog"}).trace_dir.has_value());
+  const LaunchOptions options = parse({"--trace", "out/trace", "prog"});
+  ASSERT_TRUE(options.trace_dir.has_value());
+  EXPECT_TRUE(std::filesystem::path(*options.trace_dir).is_absolute()) << *options.trace_dir;
+  EXPECT_TRUE(options.trace_dir->ends_with("/out/trace")) << *options.trace_dir;
+  EXPECT_EQ(worker_environment(options, GroupInfo{}, 0, {})["DISTGRAD_TRACE"], *options.trace_dir);
+  EXPECT_EQ(worker_environment(parse({"prog"}), GroupInfo{}, 0, {}).count("DISTGRAD_TRACE"), 0u);
+  EXPECT_ERROR_CONTAINS(parse({"--trace=", "prog"}), "--trace expects a directory");
+  EXPECT_THAT(launch_usage(), ::testing::HasSubstr("--trace D"));
 }
 
 TEST(LaunchOptions, HelpNeedsNoProgram) {

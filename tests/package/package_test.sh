@@ -5,7 +5,8 @@
 #   fetch_content  the project builds distgrad from SOURCE_DIR with FetchContent (add_subdirectory)
 #   pkg_config     installs as find_package does, then compiles with `pkg-config --cflags --libs`
 # The program (tests/package/consumer) makes a distributed call and a distributed backward pass
-# on two local workers.
+# on two local workers, recording a trace (distgrad-run --trace), which the installed
+# distgrad-trace merges again.
 #   tests/package/package_test.sh MODE BUILD_DIR SOURCE_DIR
 set -euo pipefail
 mode=$1
@@ -21,7 +22,7 @@ install_package() {
   cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
   libdir=$(dirname "$(find "$work/prefix" -name libdistgrad_core.a)")
   for file in "$work/prefix/include/distgrad/distgrad.h" "$work/prefix/include/distgrad/rpc/rpc.h" \
-              "$work/prefix/bin/distgrad-run" "$libdir/pkgconfig/distgrad.pc" \
+              "$work/prefix/bin/distgrad-run" "$work/prefix/bin/distgrad-trace" "$libdir/pkgconfig/distgrad.pc" \
               "$libdir/cmake/distgrad/distgradConfig.cmake" "$libdir/cmake/distgrad/distgradConfigVersion.cmake"; do
     [[ -e $file ]] || { echo "package_test: the install lacks $file" >&2; exit 1; }
   done
@@ -61,5 +62,10 @@ case $mode in
     ;;
 esac
 
-OMP_NUM_THREADS=1 "$run" --standalone --nproc-per-node 2 "$work/consumer/consumer" | tee "$work/run.log"
+OMP_NUM_THREADS=1 "$run" --trace "$work/trace" --standalone --nproc-per-node 2 "$work/consumer/consumer" 2>&1 |
+  tee "$work/run.log"
 grep -q "consumer: worker1 returned 6, and the gradient 2 2 2 came back" "$work/run.log"
+grep -q "scaled_sum" "$work/trace/stats.json" || { echo "package_test: no scaled_sum in the trace's statistics" >&2; exit 1; }
+if [[ $mode != fetch_content ]]; then
+  "$work/prefix/bin/distgrad-trace" merge "$work/trace" | grep -q "scaled_sum"
+fi
