@@ -131,22 +131,15 @@ Statistics compute_statistics(const std::vector<ProcessFile>& files) {
   std::map<int64_t, Pass> passes;  // by pass id
   for (const ProcessFile& file : files) {
     const int rank = file.trace.rank;
-    std::map<uint64_t, const json*> begun;  // caller's asynchronous spans by id
+    // A call's ends, by id: the file holds each thread's events in order, not the process's, so an
+    // end may come before its beginning.
+    std::map<uint64_t, std::pair<const json*, const json*>> call_ends;
     for (const json& event : file.events) {
       const std::string category = event.value("cat", "");
       const std::string phase = event.value("ph", "");
-      if (category == "rpc.call" && phase == "b") {
-        begun[event.value("id", uint64_t{0})] = &event;
-      } else if (category == "rpc.call" && phase == "e") {
-        const auto begin = begun.find(event.value("id", uint64_t{0}));
-        if (begin == begun.end()) continue;
-        const json& start = *begin->second;
-        Side& side = calls[{start.value("name", ""), rank, static_cast<int>(integer_arg(start, "to", -1))}].first;
-        side.ms.push_back(static_cast<double>(event.value("ts", int64_t{0}) - start.value("ts", int64_t{0})) / 1e6);
-        side.failures += integer_arg(event, "failed", 0);
-        side.request_bytes += integer_arg(start, "request_bytes", 0);
-        side.reply_bytes += integer_arg(event, "reply_bytes", 0);
-        begun.erase(begin);
+      if (category == "rpc.call" && (phase == "b" || phase == "e")) {
+        auto& [begin, end] = call_ends[event.value("id", uint64_t{0})];
+        (phase == "b" ? begin : end) = &event;
       } else if (category == "rpc.serve" && phase == "X") {
         Side& side = calls[{event.value("name", ""), static_cast<int>(integer_arg(event, "from", -1)), rank}].second;
         side.ms.push_back(static_cast<double>(event.value("dur", int64_t{0})) / 1e6);
@@ -163,6 +156,15 @@ Statistics compute_statistics(const std::vector<ProcessFile>& files) {
         ++pass.messages;
         pass.bytes += integer_arg(event, "bytes", 0);
       }
+    }
+    for (const auto& [id, ends] : call_ends) {
+      const auto [begin, end] = ends;
+      if (begin == nullptr || end == nullptr) continue;  // a call the process did not see end
+      Side& side = calls[{begin->value("name", ""), rank, static_cast<int>(integer_arg(*begin, "to", -1))}].first;
+      side.ms.push_back(static_cast<double>(end->value("ts", int64_t{0}) - begin->value("ts", int64_t{0})) / 1e6);
+      side.failures += integer_arg(*end, "failed", 0);
+      side.request_bytes += integer_arg(*begin, "request_bytes", 0);
+      side.reply_bytes += integer_arg(*end, "reply_bytes", 0);
     }
   }
   Statistics statistics;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -30,13 +31,26 @@ constexpr std::chrono::milliseconds kWriteInterval(200);
 
 std::atomic<int> next_thread_id{1};
 
-// The calling thread's track: its id in this process and its name, announced to the file with
-// its first event.
+// One thread's events waiting to be written: the thread appends, the writer takes them out.
+struct ThreadBuffer {
+  std::mutex mutex;  // guards events: the owning thread and the writer, nobody else
+  std::vector<Event> events ABSL_GUARDED_BY(mutex);
+  int tid = 0;
+  std::atomic<bool> thread_ended{false};  // the writer forgets the buffer once it is empty
+};
+
+// The calling thread's track: its id in this process, its name (announced to the file with its
+// first event) and its buffer, registered with the recorder at its first event of a recording.
 struct ThreadTrack {
   int tid = next_thread_id.fetch_add(1, std::memory_order_relaxed);
   std::string name = "thread " + std::to_string(tid);
   bool named = false;  // by set_thread_name
-  bool announced = false;
+  std::shared_ptr<ThreadBuffer> buffer;
+  uint64_t recording = 0;  // the recording (Recorder::recording_) the buffer is registered with
+
+  ~ThreadTrack() {
+    if (buffer) buffer->thread_ended.store(true, std::memory_order_release);
+  }
 };
 
 ThreadTrack& this_thread_track() {
@@ -51,8 +65,10 @@ std::string program_name() {
   return name.empty() ? "process" : name;
 }
 
-// The process's recorder (Note [Trace files] in trace/trace.h): threads add events under
-// mutex_; the writer thread takes them out every kWriteInterval and appends their lines.
+// The process's recorder (Note [Trace files] in trace/trace.h). Each thread adds events to a
+// buffer of its own, so recording threads never wait for each other; a count shared by all the
+// buffers bounds them. The writer thread takes the events out every kWriteInterval and appends
+// their lines to the file.
 class Recorder {
  public:
   // Never destroyed: threads may still record while the process exits (stop() runs at exit).
@@ -74,8 +90,9 @@ class Recorder {
     if (!ever_started_) std::atexit([] { Recorder::instance().stop(); });
     ever_started_ = true;
     directory_ = directory;
-    capacity_ = std::max<size_t>(max_buffered_events, 1);
+    capacity_.store(std::max<size_t>(max_buffered_events, 1), std::memory_order_relaxed);
     stopping_ = false;
+    recording_.fetch_add(1, std::memory_order_relaxed);
     pending_lines_.push_back(process_line(::getpid(), rank_, process_name_));
     ThreadTrack& track = this_thread_track();
     if (!track.named) track.name = "main";  // the thread that starts recording, as a rule the program's
@@ -85,17 +102,14 @@ class Recorder {
 
   void add(Event event) {
     ThreadTrack& track = this_thread_track();
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (file_ == nullptr || stopping_) return;
-    if (events_.size() >= capacity_) {
-      ++dropped_;
+    if (track.recording != recording_.load(std::memory_order_relaxed) && !register_thread(track)) return;
+    if (buffered_.fetch_add(1, std::memory_order_relaxed) >= capacity_.load(std::memory_order_relaxed)) {
+      buffered_.fetch_sub(1, std::memory_order_relaxed);
+      dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    if (!track.announced) {
-      track.announced = true;
-      pending_lines_.push_back(thread_line(track.tid, track.name));
-    }
-    events_.emplace_back(track.tid, std::move(event));
+    std::lock_guard<std::mutex> lock(track.buffer->mutex);
+    track.buffer->events.push_back(std::move(event));
   }
 
   void rename_thread(std::string_view name) {
@@ -103,7 +117,9 @@ class Recorder {
     track.name = name;
     track.named = true;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (track.announced) pending_lines_.push_back(thread_line(track.tid, track.name));
+    if (track.buffer && track.recording == recording_.load(std::memory_order_relaxed) && file_ != nullptr) {
+      pending_lines_.push_back(thread_line(track.tid, track.name));
+    }
   }
 
   void add_line(std::string line) {
@@ -141,6 +157,8 @@ class Recorder {
     std::fclose(file_);
     file_ = nullptr;
     directory_.clear();
+    buffers_.clear();
+    buffered_.store(0, std::memory_order_relaxed);
     written_.notify_all();
   }
 
@@ -149,13 +167,24 @@ class Recorder {
     return directory_;
   }
 
-  uint64_t dropped() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return dropped_;
-  }
+  uint64_t dropped() { return dropped_.load(std::memory_order_relaxed); }
 
  private:
   Recorder() = default;
+
+  // Gives the calling thread a buffer in this recording and announces its track; false when the
+  // recorder has stopped.
+  bool register_thread(ThreadTrack& track) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (file_ == nullptr || stopping_) return false;
+    if (track.buffer) track.buffer->thread_ended.store(true, std::memory_order_release);  // an earlier recording's
+    track.buffer = std::make_shared<ThreadBuffer>();
+    track.buffer->tid = track.tid;
+    track.recording = recording_.load(std::memory_order_relaxed);
+    buffers_.push_back(track.buffer);
+    pending_lines_.push_back(thread_line(track.tid, track.name));
+    return true;
+  }
 
   // Until stop(): takes out what was added and writes it, every kWriteInterval or on flush().
   void write_loop() {
@@ -166,16 +195,26 @@ class Recorder {
       const bool last = stopping_;
       std::vector<std::string> lines;
       lines.swap(pending_lines_);
-      std::vector<std::pair<int, Event>> events;
-      events.swap(events_);
-      if (dropped_ != dropped_written_) {
-        dropped_written_ = dropped_;
-        lines.push_back(dropped_line(dropped_));
-      }
+      // Buffers of threads that ended are written one last time, then forgotten.
+      std::vector<std::shared_ptr<ThreadBuffer>> buffers = buffers_;
+      std::erase_if(buffers_, [](const auto& buffer) { return buffer->thread_ended.load(std::memory_order_acquire); });
       FILE* file = file_;
       lock.unlock();
       for (const std::string& line : lines) std::fprintf(file, "%s\n", line.c_str());
-      for (const auto& [tid, event] : events) std::fprintf(file, "%s\n", event_line(event, tid).c_str());
+      for (const std::shared_ptr<ThreadBuffer>& buffer : buffers) {
+        std::vector<Event> events;
+        {
+          std::lock_guard<std::mutex> buffer_lock(buffer->mutex);
+          events.swap(buffer->events);
+        }
+        buffered_.fetch_sub(events.size(), std::memory_order_relaxed);
+        for (const Event& event : events) std::fprintf(file, "%s\n", event_line(event, buffer->tid).c_str());
+      }
+      const uint64_t dropped = dropped_.load(std::memory_order_relaxed);
+      if (dropped != dropped_written_) {
+        dropped_written_ = dropped;
+        std::fprintf(file, "%s\n", dropped_line(dropped).c_str());
+      }
       std::fflush(file);
       lock.lock();
       flushes_done_ = flushes;
@@ -184,22 +223,24 @@ class Recorder {
     }
   }
 
-  std::mutex mutex_;  // guards everything below
+  std::mutex mutex_;  // guards what is marked so; never held while a buffer's mutex is
   std::condition_variable work_added_, written_;
   FILE* file_ ABSL_GUARDED_BY(mutex_) = nullptr;  // null when not recording
   std::string directory_ ABSL_GUARDED_BY(mutex_);
   bool ever_started_ ABSL_GUARDED_BY(mutex_) = false;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
-  size_t capacity_ ABSL_GUARDED_BY(mutex_) = 0;
   int rank_ ABSL_GUARDED_BY(mutex_) = -1;
   std::string process_name_ ABSL_GUARDED_BY(mutex_) = program_name();
-  std::vector<std::string> pending_lines_ ABSL_GUARDED_BY(mutex_);     // process, thread and clock lines: never dropped
-  std::vector<std::pair<int, Event>> events_ ABSL_GUARDED_BY(mutex_);  // with their thread's id
-  uint64_t dropped_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint64_t dropped_written_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<std::string> pending_lines_ ABSL_GUARDED_BY(mutex_);  // process, thread and clock lines: never dropped
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);  // this recording's threads'
   uint64_t flushes_requested_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t flushes_done_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread writer_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<uint64_t> recording_{0};  // counts start()s: a thread registers again in a new recording
+  std::atomic<size_t> capacity_{1};     // events the buffers may hold together
+  std::atomic<size_t> buffered_{0};     // events in the buffers now
+  std::atomic<uint64_t> dropped_{0};
+  uint64_t dropped_written_ = 0;  // the writer's
 };
 
 }  // namespace

@@ -9,11 +9,13 @@
 // Note [Trace files]
 // A recording process appends one JSON object per line to DIR/trace-<pid>.jsonl from a background
 // thread every 200 ms, so a process that is killed leaves everything recorded until its last
-// write. Events wait in a bounded buffer (DISTGRAD_TRACE_BUFFER events, 1,000,000 by default);
-// those that find it full are dropped and counted, and the count is written with the events.
-// Timestamps are this process's steady clock in nanoseconds; the agent measures the offset from
-// it to rank 0's clock, with its error, when RPC starts and again at its graceful shutdown
-// (Note [Trace clocks] in rpc/rpc.cc), and trace/merge.h puts every process on rank 0's clock.
+// write. Events wait in a buffer per recording thread (no lock shared between threads), the
+// buffers bounded together (DISTGRAD_TRACE_BUFFER events, 1,000,000 by default); events that find
+// them full are dropped and counted, and the count is written with the events. Timestamps are
+// this process's steady clock in nanoseconds; the agent measures the offset from it to rank 0's
+// clock, with its error, when RPC starts and again at its graceful shutdown (Note [Trace clocks]
+// in rpc/trace_clock.h), and trace/merge.h puts every process on rank 0's clock. A file holds each
+// thread's events in the order they were recorded, the threads' interleaved as they were written.
 // The line format is trace/event_format.h's.
 //
 //   void adapt_all(...) {

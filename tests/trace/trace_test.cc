@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "nlohmann/json.hpp"
+#include "tests/core/test_util.h"
 #include "tests/trace/trace_testing.h"
 #include "trace/event_format.h"
 #include "trace/merge.h"
@@ -22,8 +23,6 @@ namespace distgrad::trace {
 namespace {
 
 using nlohmann::json;
-
-std::string fresh_directory(const std::string& name) { return testing::fresh_directory("trace_" + name); }
 
 void write_lines(const std::string& path, const std::vector<std::string>& lines) {
   std::ofstream out(path);
@@ -39,7 +38,8 @@ TEST(Trace, OffByDefaultSpansAreInert) {
 }
 
 TEST(Trace, SpansNestOnTheirThreadWithArgumentsCountersAndFlows) {
-  const std::string directory = fresh_directory("spans");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   start(directory);
   set_process(3, "worker3");
   set_thread_name("main thread");
@@ -91,7 +91,8 @@ TEST(Trace, SpansNestOnTheirThreadWithArgumentsCountersAndFlows) {
 }
 
 TEST(Trace, AFullBufferDropsEventsAndCountsThem) {
-  const std::string directory = fresh_directory("drops");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   start(directory, /*max_buffered_events=*/10);
   constexpr int kEvents = 2000;
   for (int i = 0; i < kEvents; ++i) Span span("user", "burst");
@@ -107,7 +108,8 @@ TEST(Trace, AFullBufferDropsEventsAndCountsThem) {
 }
 
 TEST(Trace, FlushWritesWhatWasRecordedWhileStillRecording) {
-  const std::string directory = fresh_directory("flush");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   start(directory);
   { Span span("user", "before the flush"); }
   flush();
@@ -133,7 +135,7 @@ TEST(Trace, BadEnvironmentAndDirectoriesAreNamed) {
   EXPECT_THROW(start("/proc/no/such/place"), Error);
   EXPECT_FALSE(enabled());
   try {
-    merge_trace_directory(fresh_directory("empty"));
+    merge_trace_directory(distgrad::testing::ScratchDir().path());
     FAIL() << "expected an error for a directory without trace files";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("found none"), std::string::npos) << error.what();
@@ -143,7 +145,8 @@ TEST(Trace, BadEnvironmentAndDirectoriesAreNamed) {
 // Lines a damaged file could hold: not JSON, JSON of the wrong shape, known lines with fields of
 // the wrong types. Each is counted and skipped; the good event is kept.
 TEST(TraceMerge, GarbageLinesAreCountedNotTrusted) {
-  const std::string directory = fresh_directory("garbage");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   const Event good{'X', "user", "good", 1000, 10, 0, {}};
   write_lines(directory + "/trace-7.jsonl",
               {process_line(7, 0, "worker0"), "\x01\xff not json", "[1, 2, 3]", "{\"type\":\"process\",\"pid\":\"x\"}",
@@ -163,7 +166,8 @@ TEST(TraceMerge, GarbageLinesAreCountedNotTrusted) {
 
 // Two processes' files written by hand: rank 1's clock reads 5 ms behind rank 0's.
 TEST(TraceMerge, PutsEveryProcessOnRankZerosClock) {
-  const std::string directory = fresh_directory("clocks");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   const Event call{'X', "user", "on rank 0", 10'000'000, 1'000'000, 0, {}};
   const Event served{'X', "user", "on rank 1", 5'500'000, 200'000, 0, {}};
   write_lines(directory + "/trace-100.jsonl",
@@ -208,7 +212,8 @@ TEST(TraceStatistics, PercentilesAreNearestRank) {
 // Calls and passes written by hand: two calls of "adapt" from rank 0 to rank 1, one failed, and
 // one backward pass with two gradient messages.
 TEST(TraceStatistics, CallsAreCountedOnBothSidesAndPassesWithTheirMessages) {
-  const std::string directory = fresh_directory("statistics");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   const auto begin = [](uint64_t id, int64_t at) {
     return Event{'b', "rpc.call", "adapt", at, 0, id, {{"to", int64_t{1}}, {"request_bytes", int64_t{100}}}};
   };
@@ -223,7 +228,7 @@ TEST(TraceStatistics, CallsAreCountedOnBothSidesAndPassesWithTheirMessages) {
       'X', "dist_autograd.message", "gradient message", 0, 1, 0, {{"pass", int64_t{7}}, {"bytes", int64_t{64}}}};
   write_lines(directory + "/trace-1.jsonl",
               {process_line(1, 0, "worker0"), event_line(begin(2, 0), 1), event_line(end(2, 4'000'000, 0), 2),
-               event_line(begin(4, 0), 1), event_line(end(4, 2'000'000, 1), 2), event_line(pass, 1)});
+               event_line(end(4, 2'000'000, 1), 2), event_line(begin(4, 0), 1), event_line(pass, 1)});
   write_lines(directory + "/trace-2.jsonl",
               {process_line(2, 1, "worker1"), event_line(serve(0, 3'000'000, 0), 1),
                event_line(serve(0, 1'000'000, 1), 1), event_line(message, 1), event_line(message, 1)});

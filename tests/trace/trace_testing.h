@@ -1,11 +1,7 @@
-// For the trace tests: a fresh directory to record into, a check of a merged timeline against the
-// trace-event format (the JSON Object Format read by Perfetto UI and chrome://tracing), and a
-// search of its events.
+// For the trace tests: a check of a merged timeline against the trace-event format (the JSON Object Format read by
+// Perfetto UI and chrome://tracing), and a search of its events.
 #pragma once
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -14,15 +10,6 @@
 #include "nlohmann/json.hpp"
 
 namespace distgrad::trace::testing {
-
-// An empty directory `distgrad_<name>_<pid>` under the temporary directory.
-inline std::string fresh_directory(const std::string& name) {
-  const std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("distgrad_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(path);
-  std::filesystem::create_directories(path);
-  return path.string();
-}
 
 // What in `trace` breaks the format, one line per problem; empty when nothing does. Checked: the
 // top level is {"traceEvents": [...]}; every event has a known phase, a name, integer pid and tid

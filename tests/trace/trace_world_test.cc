@@ -14,6 +14,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "tests/core/test_util.h"
 #include "tests/rpc/multiprocess.h"
 #include "tests/trace/trace_testing.h"
 #include "trace/merge.h"
@@ -28,8 +29,6 @@ namespace {
 using nlohmann::json;
 using rpc::testing::ProcessResult;
 using ::testing::HasSubstr;
-
-std::string fresh_directory(const std::string& name) { return testing::fresh_directory("trace_world_" + name); }
 
 std::vector<ProcessResult> run_traced(const std::string& scenario, int world_size, const std::string& directory) {
   return rpc::testing::run_world(DISTGRAD_TRACE_TEST_WORKER, {scenario}, world_size, {{"DISTGRAD_TRACE", directory}});
@@ -84,7 +83,8 @@ std::vector<Span> calls(const json& trace, const std::string& function) {
 }
 
 TEST(TraceWorld, AChainOfThreeWorkersIsOneTimelineWithFlowsAndStatistics) {
-  const std::string directory = fresh_directory("chain");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   const std::vector<ProcessResult> results = run_traced("chain", 3, directory);
   for (const ProcessResult& result : results) ASSERT_TRUE(result.succeeded()) << rpc::testing::describe(results);
   EXPECT_THAT(results[0].output, HasSubstr("chain passed"));
@@ -198,7 +198,8 @@ TEST(TraceWorld, AChainOfThreeWorkersIsOneTimelineWithFlowsAndStatistics) {
 }
 
 TEST(TraceWorld, ADdpStepShowsItsBucketAndItsAllReduceOnEveryRank) {
-  const std::string directory = fresh_directory("ddp");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   const std::vector<ProcessResult> results = run_traced("ddp", 2, directory);
   for (const ProcessResult& result : results) ASSERT_TRUE(result.succeeded()) << rpc::testing::describe(results);
   const json trace = json::parse(merge_trace_directory(directory).trace_json);
@@ -217,7 +218,8 @@ TEST(TraceWorld, ADdpStepShowsItsBucketAndItsAllReduceOnEveryRank) {
 }
 
 TEST(TraceWorld, AKilledWorkerLeavesWhatItWroteAndTheFailedCall) {
-  const std::string directory = fresh_directory("killed");
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
   const std::vector<ProcessResult> results = run_traced("killed", 2, directory);
   ASSERT_EQ(results[1].signal, 9) << rpc::testing::describe(results);
   ASSERT_TRUE(results[0].succeeded()) << rpc::testing::describe(results);
