@@ -91,6 +91,7 @@ class Recorder {
     ever_started_ = true;
     directory_ = directory;
     capacity_.store(std::max<size_t>(max_buffered_events, 1), std::memory_order_relaxed);
+    buffered_.store(0, std::memory_order_relaxed);  // what a late thread added after the last stop is gone
     stopping_ = false;
     recording_.fetch_add(1, std::memory_order_relaxed);
     pending_lines_.push_back(process_line(::getpid(), rank_, process_name_));

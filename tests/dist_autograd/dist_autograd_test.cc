@@ -135,6 +135,11 @@ TEST(DistAutogradPasses, GradWithAllowUnusedLeavesGradAlone) {
   expect_scenario("grad_allow_unused", {"grad: t1 and t4 match the local reference, the unused input is undefined"});
 }
 
+TEST(DistAutogradPasses, GradAtANonLeafLeavesTheLeavesBelowItWithoutGradient) {
+  expect_scenario("grad_below_inputs",
+                  {"grad below inputs: phi's gradient is right and theta, below it, has none in the context"});
+}
+
 TEST(DistAutogradPasses, BackwardWritesGradOnlyOfTheInputsAndRefusesInputsWithoutGrad) {
   expect_scenario("inputs_filter", {"inputs: only t1 and t4 got .grad(); the context holds all three; inputs without "
                                     "grad are refused"});

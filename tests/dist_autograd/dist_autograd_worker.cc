@@ -1063,6 +1063,22 @@ int grad_allow_unused() {
   });
 }
 
+// A grad at a non-leaf made here from a leaf that the call also takes as is: the pass runs nothing
+// made before the input (Note [Passes stop below the inputs]), so that leaf, below the input, gets
+// no gradient in the context, though the call's send reaches it.
+int grad_below_inputs() {
+  return drive("grad_below_inputs", [] {
+    Generator generator(21);
+    Context ctx;
+    const Tensor theta = leaf({3, 3}, generator);
+    const Tensor phi = theta * 2.0;
+    const Tensor y = rpc_sync(1, &my_add, phi, theta);
+    require_close("grad: the non-leaf phi", autograd::grad(ctx, {y.sum()}, {phi})[0], ones_like(phi));
+    require(!get_gradients(ctx).contains(theta), "grad at phi: theta, below it, got a gradient in the context");
+    say("grad below inputs: phi's gradient is right and theta, below it, has none in the context");
+  });
+}
+
 int inputs_filter() {
   return drive("inputs_filter", [] {
     Generator generator(13);
@@ -1471,6 +1487,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"multiple_roots", multiple_roots},
       {"retain_graph", retain_graph},
       {"grad_allow_unused", grad_allow_unused},
+      {"grad_below_inputs", grad_below_inputs},
       {"inputs_filter", inputs_filter},
       {"non_scalar_roots", non_scalar_roots},
       {"concurrent_contexts", concurrent_contexts},

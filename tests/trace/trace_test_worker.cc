@@ -6,6 +6,8 @@
 //   killed: rank 0 calls record_then_die on rank 1, which records a span, waits for its writer to
 //           write it and is killed by SIGKILL; the call fails on rank 0.
 //   ddp:    every rank runs one DistributedDataParallel step (no RPC): its bucket's all-reduce.
+//   waves:  rank 0 sends one leaf to every other rank, sums what they return and runs one
+//           distributed backward pass (Note [Gradient waves] in dist_autograd/backward_pass.h).
 #include <signal.h>
 
 #include <chrono>
@@ -85,6 +87,19 @@ int killed() {
   });
 }
 
+int waves() {
+  return dg::auto_init_rpc(nullptr, dg::rpc::rank_zero_only([] {
+                             dg::autograd::Context ctx;
+                             const Tensor w = dg::ones({4}).requires_grad_(true);
+                             Tensor loss = dg::zeros({});
+                             for (int rank = 1; rank < dg::rpc::get_world_size(); ++rank) {
+                               loss = loss + dg::rpc::rpc_sync(rank, &square, w).sum();
+                             }
+                             dg::autograd::backward(ctx, {loss});
+                             say("waves passed");
+                           }));
+}
+
 int ddp_step() {
   auto group = dg::ddp::init_process_group({.backend = dg::ddp::Backend::kCpu, .timeout = std::chrono::seconds(60)});
   require(dg::trace::enabled(), "DISTGRAD_TRACE is set, yet rank ", group->rank(), " does not record");
@@ -98,6 +113,9 @@ int ddp_step() {
 }  // namespace trace_test
 
 int main(int argc, char** argv) {
-  return distgrad::rpc::testing::scenario_main(
-      argc, argv, {{"chain", trace_test::chain}, {"killed", trace_test::killed}, {"ddp", trace_test::ddp_step}});
+  return distgrad::rpc::testing::scenario_main(argc, argv,
+                                               {{"chain", trace_test::chain},
+                                                {"killed", trace_test::killed},
+                                                {"ddp", trace_test::ddp_step},
+                                                {"waves", trace_test::waves}});
 }

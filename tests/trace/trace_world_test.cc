@@ -217,6 +217,31 @@ TEST(TraceWorld, ADdpStepShowsItsBucketAndItsAllReduceOnEveryRank) {
   }
 }
 
+// Note [Gradient waves] (dist_autograd/backward_pass.h): a leaf sent to three workers gets its
+// gradient from one more run of the driver's engine, from all three replies at once, not one run
+// per reply (which made k inner steps over W workers cost W^k runs).
+TEST(TraceWorld, ADataParallelPassRunsTheDriversEngineOncePerWave) {
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
+  const std::vector<ProcessResult> results = run_traced("waves", 4, directory);
+  for (const ProcessResult& result : results) ASSERT_TRUE(result.succeeded()) << rpc::testing::describe(results);
+  const json trace = json::parse(merge_trace_directory(directory).trace_json);
+  const std::vector<Span> passes = spans(trace, "dist_autograd.pass", "backward pass");
+  ASSERT_EQ(passes.size(), 1u);
+  const json pass = passes[0].args["pass"];
+  int driver_runs = 0, worker_runs = 0, messages = 0;
+  for (const Span& run : spans(trace, "dist_autograd", "local pass")) {
+    if (run.args["pass"] != pass) continue;
+    (run.rank == 0 ? driver_runs : worker_runs) += 1;
+  }
+  for (const Span& message : spans(trace, "dist_autograd.message", "gradient message")) {
+    messages += message.args["pass"] == pass && message.rank != 0;
+  }
+  EXPECT_EQ(messages, 3);
+  EXPECT_EQ(worker_runs, 3);
+  EXPECT_EQ(driver_runs, 2);  // from the root, then one wave of the three replies
+}
+
 TEST(TraceWorld, AKilledWorkerLeavesWhatItWroteAndTheFailedCall) {
   const distgrad::testing::ScratchDir scratch;
   const std::string& directory = scratch.path();
