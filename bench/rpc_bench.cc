@@ -7,7 +7,10 @@
 //   latency     2 workers: rank 0 echoes float32 tensors of 1 element, 1 KB, 1 MB and 64 MB
 //               (--sizes) off worker1, through rpc_sync and rpc_async().get(); median, p10
 //               and p90 seconds. latency/memcpy/SIZE is the memcpy floor of that round trip:
-//               its bytes copied twice between touched buffers in one process.
+//               its bytes copied twice between touched buffers in one process; for 1float and
+//               1KB, latency/unix_ping_pong/SIZE and latency/tcp_ping_pong/SIZE are the socket
+//               floors: the same bytes back and forth between rank 0 and worker1 over a raw Unix
+//               socket and over loopback TCP (bench/socket_ping_pong.h).
 //   throughput  2 workers: tiny echoes with --window calls in flight for --duration_s seconds.
 //   startup     N workers: from the world's start to passing a barrier after init_rpc (the
 //               largest over ranks, gathered through the Store), then a graceful shutdown,
@@ -71,6 +74,7 @@
 #include "absl/flags/usage.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "bench/socket_ping_pong.h"
 #include "core/creation.h"
 #include "core/random.h"
 #include "core/reduction.h"
@@ -100,6 +104,12 @@ using Clock = std::chrono::steady_clock;
 
 dg::Tensor echo(dg::Tensor tensor) { return tensor; }
 DISTGRAD_REMOTE(echo);
+
+// Worker1: a raw echo of `bytes`-byte messages on a fresh Unix (kind 0) or TCP (1) socket.
+std::string start_socket_echo(int64_t kind, int64_t bytes) {
+  return bench::start_echo(kind == 0 ? bench::SocketKind::kUnix : bench::SocketKind::kTcp, static_cast<size_t>(bytes));
+}
+DISTGRAD_REMOTE(start_socket_echo);
 
 double seconds_between(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
@@ -174,6 +184,14 @@ void run_latency() {
       if (i >= warm_up) samples.push_back(seconds_between(start, Clock::now()));
     }
     print_latency(std::string("latency/memcpy/") + workload.label, std::move(samples), workload.elements * 4);
+    if (workload.elements * 4 > 4096) continue;
+    for (const auto& [kind, label] :
+         {std::pair{bench::SocketKind::kUnix, "unix_ping_pong"}, std::pair{bench::SocketKind::kTcp, "tcp_ping_pong"}}) {
+      const std::string address =
+          rpc::rpc_sync(1, start_socket_echo, int64_t{kind == bench::SocketKind::kUnix ? 0 : 1}, workload.elements * 4);
+      print_latency(std::string("latency/") + label + "/" + workload.label,
+                    bench::time_ping_pong(kind, address, nbytes, warm_up, repetitions), workload.elements * 4);
+    }
   }
 }
 
