@@ -25,8 +25,7 @@ struct GroupInfo {
 // rank), ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DISTGRAD_RESTART_COUNT,
 // DISTGRAD_MAX_RESTARTS, DISTGRAD_RUN_ID, DISTGRAD_TOKEN, DISTGRAD_USE_AGENT_STORE=1 (the
 // launcher hosts the Store), DISTGRAD_TRACE with --trace, and OMP_NUM_THREADS=1 unless `env` sets
-// it. With
-// `options.line_buffered`, see Note [Line-buffered workers].
+// it. With `options.line_buffered`, see Note [Line-buffered workers].
 std::map<std::string, std::string> worker_environment(const LaunchOptions& options, const GroupInfo& group,
                                                       int local_rank, std::map<std::string, std::string> env);
 

@@ -7,13 +7,14 @@
 // Note [Calls in a trace]
 // When the process records a trace (trace/trace.h), a call leaves on the caller an asynchronous
 // span (category "rpc.call", named after the function) from its issue to its reply decoded, with
-// the callee, the frames' bytes and whether it failed as arguments, and "encode request" / "decode
-// reply" spans (and, for a blocking call, "wait for reply") on the threads that did them. On the callee it leaves an
-// asynchronous "queue" span (category "rpc.queue") from the request's arrival to the start of its serving, and an
-// "rpc.serve" span around decoding, running and encoding, with the caller, the bytes and whether it failed
-// (rpc/call_server.cc). The request's flow arrow leaves the caller's encode span for the callee's serve span (its id
-// travels as CallHeader.trace_flow), the reply's leaves the callee's encode span for the caller's decode span (id + 1,
-// as ReplyHeader.trace_flow).
+// the callee, the frames' bytes and whether it failed as arguments, and "encode request" /
+// "decode reply" spans (and, for a blocking call, "wait for reply") on the threads that did them.
+// On the callee it leaves an asynchronous "queue" span (category "rpc.queue") from the request's
+// arrival to the start of its serving, and an "rpc.serve" span around decoding, running and
+// encoding, with the caller, the bytes and whether it failed (rpc/call_server.cc). The request's
+// flow arrow leaves the caller's encode span for the callee's serve span (its id travels as
+// CallHeader.trace_flow), the reply's leaves the callee's encode span for the caller's decode span
+// (id + 1, as ReplyHeader.trace_flow).
 #pragma once
 
 #include <grpcpp/generic/generic_stub.h>

@@ -307,9 +307,10 @@ MergedTrace merge_trace_directory(const std::string& directory) {
   MergedTrace merged;
   merged.statistics = compute_statistics(files);
   json processes = json::array();
-  for (const ProcessFile& file : files) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const ProcessFile& file = files[i];
     merged.processes.push_back(file.trace);
-    processes.push_back({{"track", tracks[merged.processes.size() - 1]},
+    processes.push_back({{"track", tracks[i]},
                          {"rank", file.trace.rank},
                          {"name", file.trace.name},
                          {"pid", file.trace.pid},

@@ -94,6 +94,7 @@ class Recorder {
     buffered_.store(0, std::memory_order_relaxed);  // what a late thread added after the last stop is gone
     stopping_ = false;
     recording_.fetch_add(1, std::memory_order_relaxed);
+    if (process_name_.empty()) process_name_ = program_name();  // until set_process names it
     pending_lines_.push_back(process_line(::getpid(), rank_, process_name_));
     ThreadTrack& track = this_thread_track();
     if (!track.named) track.name = "main";  // the thread that starts recording, as a rule the program's
@@ -231,7 +232,7 @@ class Recorder {
   bool ever_started_ ABSL_GUARDED_BY(mutex_) = false;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int rank_ ABSL_GUARDED_BY(mutex_) = -1;
-  std::string process_name_ ABSL_GUARDED_BY(mutex_) = program_name();
+  std::string process_name_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> pending_lines_ ABSL_GUARDED_BY(mutex_);  // process, thread and clock lines: never dropped
   std::vector<std::shared_ptr<ThreadBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);  // this recording's threads'
   uint64_t flushes_requested_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -221,6 +221,20 @@ TEST(DistgradRun, LogSettingsAndTokensAreChecked) {
       << no_token;
 }
 
+// --trace on a job whose workers record nothing (no RPC, no process group): the job runs as
+// usual, old trace files are cleared first, and the merge says what it missed.
+TEST(DistgradRun, TraceOfAJobThatRecordedNothingSaysSo) {
+  ScratchDir dir;
+  std::ofstream(dir.file("trace-1.jsonl")) << "{\"type\":\"process\",\"pid\":1,\"rank\":0,\"name\":\"stale\"}\n";
+  const ProcessResult result = launch({"--trace", dir.path(), kWorker, "env"});
+  EXPECT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output,
+              HasSubstr("distgrad-run: could not merge the trace in " + dir.path() +
+                        ": trace merge: expected trace-<pid>.jsonl files in " + dir.path() + ", found none"))
+      << result;
+  EXPECT_THAT(dir.listing(), ::testing::IsEmpty());
+}
+
 TEST(DistgradRun, BadCommandLineIsAUsageError) {
   const ProcessResult result = launch({"--nprocs", "2", kWorker, "env"});
   EXPECT_EQ(result.exit_code, 2) << result;

@@ -17,6 +17,7 @@
 #include "core/cuda.h"
 #include "tests/core/test_util.h"
 #include "tests/rpc/multiprocess.h"
+#include "tests/rpc/world_assertions.h"
 
 #ifndef DISTGRAD_RPC_TEST_WORKER
 #error "DISTGRAD_RPC_TEST_WORKER must name the rpc_test_worker binary (tests/rpc/CMakeLists.txt)"
@@ -33,13 +34,6 @@ constexpr char kDuplicateWorker[] = DISTGRAD_RPC_DUPLICATE_WORKER;
 
 std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_size, const WorldOptions& options = {}) {
   return run_world(kWorker, {scenario}, world_size, options);
-}
-
-::testing::AssertionResult all_succeeded(const std::vector<ProcessResult>& results) {
-  for (const ProcessResult& result : results) {
-    if (!result.succeeded()) return ::testing::AssertionFailure() << "\n" << describe(results);
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // The first IPv4 address of this machine outside 127.0.0.0/8, if any.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/rpc/multiprocess.h"
+#include "tests/rpc/world_assertions.h"
 
 #ifndef DISTGRAD_RREF_TEST_WORKER
 #error "DISTGRAD_RREF_TEST_WORKER must name the rref_test_worker binary (tests/rpc/CMakeLists.txt)"
@@ -22,13 +23,6 @@ using ::testing::HasSubstr;
 
 std::vector<ProcessResult> run_scenario(const std::string& scenario, int world_size) {
   return run_world(DISTGRAD_RREF_TEST_WORKER, {scenario}, world_size);
-}
-
-::testing::AssertionResult all_succeeded(const std::vector<ProcessResult>& results) {
-  for (const ProcessResult& result : results) {
-    if (!result.succeeded()) return ::testing::AssertionFailure() << "\n" << describe(results);
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // Runs `scenario` in a world of `world_size`; every rank must succeed and rank 0 print `passed`.

@@ -16,9 +16,13 @@
 #include "nlohmann/json.hpp"
 #include "tests/core/test_util.h"
 #include "tests/rpc/multiprocess.h"
+#include "tests/rpc/world_assertions.h"
 #include "tests/trace/trace_testing.h"
 #include "trace/merge.h"
 
+#ifndef DISTGRAD_RUN
+#error "DISTGRAD_RUN must name the distgrad-run binary (tests/trace/CMakeLists.txt)"
+#endif
 #ifndef DISTGRAD_TRACE_TEST_WORKER
 #error "DISTGRAD_TRACE_TEST_WORKER must name the trace_test_worker binary (tests/trace/CMakeLists.txt)"
 #endif
@@ -86,7 +90,7 @@ TEST(TraceWorld, AChainOfThreeWorkersIsOneTimelineWithFlowsAndStatistics) {
   const distgrad::testing::ScratchDir scratch;
   const std::string& directory = scratch.path();
   const std::vector<ProcessResult> results = run_traced("chain", 3, directory);
-  for (const ProcessResult& result : results) ASSERT_TRUE(result.succeeded()) << rpc::testing::describe(results);
+  ASSERT_TRUE(rpc::testing::all_succeeded(results));
   EXPECT_THAT(results[0].output, HasSubstr("chain passed"));
   // Rank 0 merged the job's files at its graceful shutdown and printed the statistics.
   EXPECT_THAT(results[0].output, HasSubstr("chain_middle"));
@@ -201,7 +205,7 @@ TEST(TraceWorld, ADdpStepShowsItsBucketAndItsAllReduceOnEveryRank) {
   const distgrad::testing::ScratchDir scratch;
   const std::string& directory = scratch.path();
   const std::vector<ProcessResult> results = run_traced("ddp", 2, directory);
-  for (const ProcessResult& result : results) ASSERT_TRUE(result.succeeded()) << rpc::testing::describe(results);
+  ASSERT_TRUE(rpc::testing::all_succeeded(results));
   const json trace = json::parse(merge_trace_directory(directory).trace_json);
   EXPECT_EQ(testing::format_problems(trace), std::vector<std::string>{});
   for (int rank = 0; rank < 2; ++rank) {
@@ -224,7 +228,7 @@ TEST(TraceWorld, ADataParallelPassRunsTheDriversEngineOncePerWave) {
   const distgrad::testing::ScratchDir scratch;
   const std::string& directory = scratch.path();
   const std::vector<ProcessResult> results = run_traced("waves", 4, directory);
-  for (const ProcessResult& result : results) ASSERT_TRUE(result.succeeded()) << rpc::testing::describe(results);
+  ASSERT_TRUE(rpc::testing::all_succeeded(results));
   const json trace = json::parse(merge_trace_directory(directory).trace_json);
   const std::vector<Span> passes = spans(trace, "dist_autograd.pass", "backward pass");
   ASSERT_EQ(passes.size(), 1u);
@@ -240,6 +244,25 @@ TEST(TraceWorld, ADataParallelPassRunsTheDriversEngineOncePerWave) {
   EXPECT_EQ(messages, 3);
   EXPECT_EQ(worker_runs, 3);
   EXPECT_EQ(driver_runs, 2);  // from the root, then one wave of the three replies
+}
+
+// distgrad-run --trace on a job that fails: the launcher merges what the workers wrote and, since
+// rank 0 never reached its graceful shutdown, prints the summary itself.
+TEST(TraceWorld, TheLauncherMergesAFailedJobsTraceAndPrintsItsSummary) {
+  const distgrad::testing::ScratchDir scratch;
+  const std::string& directory = scratch.path();
+  rpc::testing::WorldOptions options;
+  options.timeout = std::chrono::seconds(90);
+  const ProcessResult run = rpc::testing::run_world(DISTGRAD_RUN,
+                                                    {"--standalone", "--nproc-per-node", "2", "--trace", directory,
+                                                     DISTGRAD_TRACE_TEST_WORKER, "killed"},
+                                                    1, options)
+                                .at(0);
+  EXPECT_NE(run.exit_code, 0) << run;
+  EXPECT_THAT(run.output, HasSubstr("trace: 2 processes")) << run;
+  EXPECT_THAT(run.output, HasSubstr("distgrad-run: timeline " + directory + "/trace.json")) << run;
+  const json trace = read_json(directory + "/trace.json");
+  EXPECT_EQ(spans(trace, "user", "before dying").size(), 1u);
 }
 
 TEST(TraceWorld, AKilledWorkerLeavesWhatItWroteAndTheFailedCall) {
