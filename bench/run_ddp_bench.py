@@ -36,6 +36,7 @@ def commands(args, mode, extra):
         peer += [f"--{key}", str(value)]
     gloo = {"DISTGRAD_SHM": "0"}
     contenders = [("distgrad", ours, {}), ("distgrad-gloo", ours, gloo)]
+    contenders += [(f"distgrad-blas-{core}", ours, {"OPENBLAS_CORETYPE": core}) for core in args.blas_cores]
     if mode == "allreduce":  # also without the check that the ranks agree (ProcessGroupOptions::check_calls)
         contenders.append(("distgrad-gloo-unchecked", ours + ["--nocheck_calls"], gloo))
     if args.peer_python:
@@ -65,6 +66,8 @@ def main():
     parser.add_argument("--models", type=lambda s: [x for x in s.split(",") if x], default=["mlp", "cnn"])
     parser.add_argument("--peer-python", default=os.path.expanduser("~/.venvs/distgrad-peer/bin/python"))
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--blas-cores", type=lambda s: [x for x in s.split(",") if x], default=[],
+                        help="OpenBLAS core types (OPENBLAS_CORETYPE) to run ours under too, beside its default choice")
     args = parser.parse_args()
     args.peer_python = peer_python_or_none(args.peer_python)
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/blas_kernel.h"
 #include "core/cpu/accumulate.h"
 #include "core/cpu/batch_norm.h"
 #include "core/cpu/half_convert.h"
@@ -344,6 +345,9 @@ class SingleBlasThreadScope {
 
 void gemm(const GemmArgs& args);
 
+// Chosen while the library loads, before the first product (Note [Choosing the BLAS kernels]).
+[[maybe_unused]] const BlasKernel& blas_kernel_at_load = blas_kernel();
+
 // Contiguous float32 copies of `count` matrices (rows x cols, leading dimension `ld`, `stride`
 // apart; one matrix when the stride is 0) of Half elements at `data`.
 template <typename Half>
@@ -394,6 +398,7 @@ void half_gemm(const GemmArgs& args) {
 }
 
 void gemm(const GemmArgs& args) {
+  warn_once_if_blas_kernel_is_slow();
   if (args.dtype == kFloat16) return half_gemm<Float16>(args);
   if (args.dtype == kBFloat16) return half_gemm<BFloat16>(args);
   const double flops = 2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
