@@ -201,8 +201,20 @@ CallPath next_call() {
   return call;
 }
 
-ContextScope::ContextScope(ContextPtr context, CallPath call) : previous_(std::move(thread_state)) {
-  thread_state = ThreadState{std::move(context), std::move(call), 0};
+CallPath upcoming_call() {
+  CallPath call = thread_state.call;
+  call.push_back(thread_state.calls_made);
+  return call;
+}
+
+ContextScope::ContextScope(ContextPtr context, CallPath call)
+    : ContextScope(ThreadState{std::move(context), std::move(call), 0}) {}
+
+ContextScope::ContextScope(ThreadState state) : previous_(std::move(thread_state)) { thread_state = std::move(state); }
+
+ContextScope ContextScope::repeating(ContextPtr context, const CallPath& call) {
+  DISTGRAD_CHECK(!call.empty(), "ContextScope::repeating: expected the path of a call made, found the empty path");
+  return ContextScope(ThreadState{std::move(context), CallPath(call.begin(), call.end() - 1), call.back()});
 }
 
 ContextScope::~ContextScope() { thread_state = std::move(previous_); }

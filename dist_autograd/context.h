@@ -132,6 +132,8 @@ ContextPtr current_context();
 const CallPath& current_call();
 // The CallPath of the next call this thread makes in its current context (Note [Call order]).
 CallPath next_call();
+// The same, without taking it: the path the next call will take.
+CallPath upcoming_call();
 
 // Makes `context` (possibly null) this thread's current context for the scope; `call` is the
 // call the thread serves in it ({}: the driver's context itself). Scopes nest: the previous
@@ -139,6 +141,10 @@ CallPath next_call();
 class ContextScope {
  public:
   explicit ContextScope(ContextPtr context, CallPath call = {});
+  // The scope of a call made again in place of one that failed (partition/reissue.h): `context`
+  // current, and the next call this thread makes takes `call`'s place in the context's order, so
+  // its messages and their sums keep the failed call's (Note [Call order]).
+  static ContextScope repeating(ContextPtr context, const CallPath& call);
   ~ContextScope();
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
@@ -151,6 +157,8 @@ class ContextScope {
   };
 
  private:
+  explicit ContextScope(ThreadState state);
+
   ThreadState previous_;
 };
 

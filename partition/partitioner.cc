@@ -1,6 +1,8 @@
 #include "partition/partitioner.h"
 
+#include <algorithm>
 #include <optional>
+#include <string>
 
 #include "rendezvous/world.h"
 
@@ -30,13 +32,10 @@ void DimPartitioner::check_batch(const Tensor& tensor, int64_t& batch) const {
 
 std::vector<int> DimPartitioner::worker_list() const {
   const int world_size = rpc::get_world_size();
-  if (options_.workers.empty()) {
-    std::vector<int> workers(world_size);
-    for (int rank = 0; rank < world_size; ++rank) workers[rank] = rank;
-    return workers;
-  }
   std::vector<int> workers;
-  workers.reserve(options_.workers.size());
+  if (options_.workers.empty()) {
+    for (int rank = 0; rank < world_size; ++rank) workers.push_back(rank);
+  }
   for (const rpc::WorkerRef& worker : options_.workers) {
     const std::optional<int> rank = worker.find_rank();
     if (!rank) {
@@ -46,7 +45,19 @@ std::vector<int> DimPartitioner::worker_list() const {
     }
     workers.push_back(*rank);
   }
-  return workers;
+  // Lost workers leave the list for the rest of the job (Note [Reissued partitions] in partition/reissue.h).
+  const std::vector<int> lost = rpc::lost_workers();
+  if (lost.empty()) return workers;
+  std::vector<int> live;
+  for (int rank : workers) {
+    if (!std::binary_search(lost.begin(), lost.end(), rank)) live.push_back(rank);
+  }
+  if (live.empty()) {
+    std::string names;
+    for (int rank : workers) names += (names.empty() ? "" : ", ") + rpc::get_worker_name(rank);
+    DISTGRAD_FAIL("dim_partitioner: every worker it may use is lost (", names, ")");
+  }
+  return live;
 }
 
 std::vector<DimPartitioner::Range> DimPartitioner::split(int64_t batch, int64_t num_workers) const {

@@ -6,8 +6,9 @@
 // rpc_async of the function; the reducer (partition/reducer.h) folds the results, in partition
 // order. Without a reducer the results come back as a std::vector (empty for an empty batch;
 // with a reducer an empty batch is an error at the call). A failed call fails the whole call
-// with its RemoteError (naming the worker). Inside an autograd::Context the splits, the calls
-// and the reduction are all differentiable.
+// with its RemoteError (naming the worker), unless RemoteCallOptions::reissue_lost_partitions
+// sends a lost worker's partitions to live ones (partition/reissue.h). Inside an
+// autograd::Context the splits, the calls and the reduction are all differentiable.
 //
 //   auto fut = dg::remote_async_call(fn, dg::args(params, batch), dg::batch_partitioner, dg::mean_reducer);
 //   auto r   = dg::remote_sync_call(fn, dg::args(x), 1);                       // on worker 1, unsplit
@@ -35,6 +36,7 @@
 
 #include "partition/partitioner.h"
 #include "partition/reducer.h"
+#include "partition/reissue.h"
 #include "rpc/rpc.h"
 
 namespace distgrad {
@@ -47,6 +49,10 @@ struct NoReducer {};
 struct RemoteCallOptions {
   // The deadline of each call; negative: the agent's default (RpcOptions::timeout).
   std::chrono::milliseconds timeout{-1};
+  // A partition whose worker is lost (exited, unreachable) or late (past the deadline) is sent
+  // again to a live worker, and the call completes as it would have without the failure (Note
+  // [Reissued partitions] in partition/reissue.h, docs/fault-tolerance.md). Off: such a call fails.
+  bool reissue_lost_partitions = false;
 };
 
 // A reducer is anything but the options (which then come after the partitioner).
@@ -70,6 +76,13 @@ std::vector<std::pair<int, Arguments>> calls_of(const Partitioner& partitioner, 
                   "arguments to std::vector<std::pair<int, std::tuple<...>>>");
     return std::apply(partitioner, arguments);
   }
+}
+
+// The call of one partition on `to`.
+template <typename R, typename... Params, typename Typed>
+auto send_partition(R (*function)(Params...), std::chrono::milliseconds deadline, int to, const Typed& arguments) {
+  return std::apply(
+      [&](const auto&... values) { return rpc::rpc_async_with_timeout(to, deadline, function, values...); }, arguments);
 }
 
 }  // namespace partition_detail
@@ -97,9 +110,15 @@ auto remote_async_call(R (*function)(Params...), const Arguments& arguments,
   std::vector<rpc::Future<Result>> futures;
   futures.reserve(calls.size());
   for (const auto& [worker, call_arguments] : calls) {
-    futures.push_back(std::apply(
-        [&](const auto&... values) { return rpc::rpc_async_with_timeout(worker, deadline, function, values...); },
-        call_arguments));
+    if (!options.reissue_lost_partitions) {
+      futures.push_back(partition_detail::send_partition(function, deadline, worker, call_arguments));
+      continue;
+    }
+    futures.push_back(partition_detail::reissued_while_lost<Result>(
+        [function, deadline, call_arguments](int to) {
+          return partition_detail::send_partition(function, deadline, to, call_arguments);
+        },
+        worker));
   }
   auto results =
       rpc::collect_all(std::move(futures)).then([](const rpc::Future<std::vector<rpc::Future<Result>>>& done) {

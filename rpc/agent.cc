@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <string_view>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "core/cuda.h"
 #include "rendezvous/credentials.h"
 #include "rendezvous/net_util.h"
@@ -124,6 +126,8 @@ struct Agent::Impl {
   std::shared_ptr<detail::RRefContext> rrefs;  // the RRefs' protocol (rpc/rref_context.h)
   int barrier_generation = 0;
   bool stopped = false;
+  mutable absl::Mutex lost_mutex;
+  std::set<int> lost ABSL_GUARDED_BY(lost_mutex);  // workers found lost (rpc::mark_worker_lost)
 };
 
 void Agent::Impl::start() {
@@ -250,6 +254,18 @@ Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds ti
 void Agent::barrier(std::chrono::milliseconds timeout) {
   impl_->directory->wait_for_everyone("barrier/" + std::to_string(impl_->barrier_generation++), timeout, "barrier",
                                       [this](int rank) { impl_->check_alive(rank, "barrier"); });
+}
+
+void Agent::mark_lost(int rank) {
+  DISTGRAD_CHECK(rank >= 0 && rank < impl_->world.world_size, "mark_worker_lost: expected a rank of this world of ",
+                 impl_->world.world_size, ", found ", rank);
+  absl::MutexLock lock(&impl_->lost_mutex);
+  impl_->lost.insert(rank);
+}
+
+std::vector<int> Agent::lost_workers() const {
+  absl::MutexLock lock(&impl_->lost_mutex);
+  return {impl_->lost.begin(), impl_->lost.end()};
 }
 
 void Agent::shutdown(bool graceful) {

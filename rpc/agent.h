@@ -86,6 +86,9 @@ class Agent {
 
   rendezvous::StoreClient& store();
   TransportStats transport_stats() const;
+  // Workers this process found lost (rpc::mark_worker_lost in rpc/rpc.h), in rank order.
+  void mark_lost(int rank);
+  std::vector<int> lost_workers() const;
   // Whether the agent runs the interceptor named `name` (RpcOptions::interceptors).
   bool runs_interceptor(std::string_view name) const;
 

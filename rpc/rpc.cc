@@ -1,5 +1,6 @@
 #include "rpc/rpc.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -80,6 +81,15 @@ void barrier() { agent().barrier(agent().options().init_timeout); }
 void barrier(std::chrono::milliseconds timeout) { agent().barrier(timeout); }
 
 TransportStats transport_stats() { return agent().transport_stats(); }
+
+void mark_worker_lost(int rank) { agent().mark_lost(rank); }
+
+bool is_worker_lost(int rank) {
+  const std::vector<int> lost = lost_workers();
+  return std::find(lost.begin(), lost.end(), rank) != lost.end();
+}
+
+std::vector<int> lost_workers() { return is_initialized() ? agent().lost_workers() : std::vector<int>{}; }
 
 void set_default_timeout(std::chrono::milliseconds timeout) {
   DISTGRAD_CHECK(timeout.count() >= 0, "set_default_timeout: expected a non-negative timeout, found ", timeout.count(),

@@ -69,6 +69,13 @@ void barrier(std::chrono::milliseconds timeout);
 // What this process has sent through shared memory and over the network (rpc/agent.h).
 TransportStats transport_stats();
 
+// Workers found lost (docs/fault-tolerance.md): a partition's call to them failed as unreachable
+// (UNAVAILABLE) under RemoteCallOptions::reissue_lost_partitions, or the program said so.
+// Partitioners leave them out for the rest of the job; calls to them are still made when asked.
+void mark_worker_lost(int rank);
+bool is_worker_lost(int rank);
+std::vector<int> lost_workers();  // in rank order; none while RPC is not running
+
 // The default deadline of calls (RpcOptions::timeout until changed); 0 = none.
 void set_default_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds default_timeout();

@@ -3,8 +3,11 @@
 // drives each scenario through remote_*_call / parallelize* and checks what comes back; the
 // other ranks serve. A failed check ends rank 0 with "[worker0] error: ..." and exit code 1.
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -103,6 +106,21 @@ Tensor adapt_and_eval(dg::nn::ParamDict params, Task task, int inner_steps) {
   return dg::nn::mse_loss(dg::nn::functional_call(net, params, task.x_query), task.y_query);
 }
 DISTGRAD_REMOTE(adapt_and_eval);
+
+// adapt_and_eval, except that the process running it on `dying_rank` dies first (SIGKILL): a
+// worker lost in the middle of an iteration's forward.
+Tensor adapt_and_eval_or_die(dg::nn::ParamDict params, Task task, int inner_steps, int64_t dying_rank) {
+  if (dg::get_rank() == dying_rank) {
+    std::fprintf(stderr, "[%s] adapt_and_eval_or_die: raising SIGKILL\n", dg::get_worker_name().c_str());
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+  return adapt_and_eval(std::move(params), std::move(task), inner_steps);
+}
+DISTGRAD_REMOTE(adapt_and_eval_or_die);
+
+int64_t live_contexts() { return static_cast<int64_t>(dg::autograd::get_debug_info().num_autograd_contexts); }
+DISTGRAD_REMOTE(live_contexts);
 
 namespace {
 
@@ -323,22 +341,39 @@ void timeout() {
       dg::remote_sync_call(slow_on_rank_two, dg::args(x, int64_t{0}), dg::batch_partitioner, {.timeout = 30s}).size() ==
           3,
       "a call within its timeout");
+  // Under reissue_lost_partitions the late partition goes to the next rank round the world (0),
+  // and the call completes with every row in order; a late worker is not recorded lost.
+  const auto start = std::chrono::steady_clock::now();
+  const auto reissued = dg::remote_sync_call(slow_on_rank_two, dg::args(x, int64_t{3000}), dg::batch_partitioner,
+                                             {.timeout = 300ms, .reissue_lost_partitions = true});
+  check(std::chrono::steady_clock::now() - start < 2500ms, "the reissued call waited for the late worker");
+  check(reissued.size() == 3, "the reissued call returns every partition");
+  check_close(dg::cat(reissued), x, "the reissued call's rows in partition order");
+  check(dg::rpc::lost_workers().empty(), "a late worker is not recorded lost");
+}
+
+// `count` sine-regression tasks of 4 shots each (float64), stacked; the support inputs require
+// grad, so gradients reach split inputs too.
+Task sinusoid_tasks(int64_t count) {
+  constexpr int64_t kShots = 4;
+  Task tasks;
+  tasks.x_support =
+      dg::untracked::sub(dg::untracked::mul(dg::rand({count, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
+  tasks.x_query =
+      dg::untracked::sub(dg::untracked::mul(dg::rand({count, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
+  tasks.y_support = dg::untracked::sin(tasks.x_support);
+  tasks.y_query = dg::untracked::sin(tasks.x_query);
+  tasks.x_support.requires_grad_();
+  return tasks;
 }
 
 // Gradients through a parallelized MAML step equal the local computation (float64).
 void maml_gradients() {
   dg::manual_seed(3);
   TinyNet net;
-  constexpr int64_t kTasks = 5, kShots = 4;
+  constexpr int64_t kTasks = 5;
   constexpr int kInnerSteps = 2;
-  Task tasks;
-  tasks.x_support =
-      dg::untracked::sub(dg::untracked::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
-  tasks.x_query =
-      dg::untracked::sub(dg::untracked::mul(dg::rand({kTasks, kShots, 1}, {.dtype = dg::kFloat64}), 4.0), 2.0);
-  tasks.y_support = dg::untracked::sin(tasks.x_support);
-  tasks.y_query = dg::untracked::sin(tasks.x_query);
-  tasks.x_support.requires_grad_();  // gradients reach split inputs too
+  Task tasks = sinusoid_tasks(kTasks);
 
   // Local: every task here, mean of the losses.
   std::vector<Tensor> local_losses;
@@ -371,6 +406,110 @@ void maml_gradients() {
   check_close(tasks.x_support.grad(), local_input_gradient, "the gradient of the split support inputs", 1e-10);
 }
 
+// The gradients of `net`'s parameters and of the tasks' support inputs, cleared after.
+std::map<std::string, Tensor> take_gradients(TinyNet& net, Task& tasks) {
+  std::map<std::string, Tensor> gradients;
+  for (const auto& [name, parameter] : net.named_parameters()) {
+    check(parameter.grad().defined(), "parameter " + name + " has a gradient");
+    gradients[name] = dg::untracked::clone(parameter.grad());
+  }
+  gradients["x_support"] = dg::untracked::clone(tasks.x_support.grad());
+  net.zero_grad();
+  tasks.x_support.set_grad(Tensor());
+  return gradients;
+}
+
+void check_equal(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  check(actual.sizes() == expected.sizes(), what + ": shape " + dg::shape_str(actual.sizes()));
+  const double difference = dg::untracked::max(dg::untracked::abs(dg::untracked::sub(actual, expected))).item<double>();
+  std::ostringstream message;
+  message << what << ": differs from the undisturbed step by up to " << std::scientific << difference;
+  check(difference == 0, message.str());
+}
+
+// The world of 4 (ranks 0-3) loses worker3, then worker2, each killed by the task it was sent in
+// a parallelized MAML step's forward. Without the policy the call fails naming worker3; with it
+// the lost workers' partitions go to live workers and the step's loss and meta-gradients are an
+// undisturbed step's, bit for bit; the lost workers then leave the partitioners' lists, and the
+// survivors hold no context. Rank 1 serves until rank 0 is done; the survivors end without the
+// lost (shutdown(false)).
+void lost_workers() {
+  using namespace std::chrono_literals;
+  dg::manual_seed(5);
+  TinyNet net;
+  Task tasks = sinusoid_tasks(6);
+  constexpr int kInnerSteps = 2;
+  const auto step = [&](bool reissue, int64_t dying_rank) {
+    dg::autograd::Context context;
+    const auto meta_loss =
+        dg::parallelize(adapt_and_eval_or_die, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}),
+                        dg::mean_reducer, {.reissue_lost_partitions = reissue});
+    const Tensor loss = meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks, kInnerSteps, dying_rank);
+    dg::autograd::backward(context, {loss});
+    return std::pair{loss.detach(), take_gradients(net, tasks)};
+  };
+  const auto [undisturbed_loss, undisturbed_gradients] = step(false, -1);
+
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    step(false, 3);
+    check(false, "without the policy, a step whose worker3 dies must fail");
+  } catch (const dg::rpc::RemoteError& error) {
+    check(error.worker() == "worker3", std::string("the lost worker is named: ") + error.what());
+    check(error.code() == dg::rpc::StatusCode::kUnavailable, std::string("UNAVAILABLE: ") + error.what());
+  }
+  check(std::chrono::steady_clock::now() - start < 10s, "the failure took 10 s or more");
+  check(dg::rpc::lost_workers().empty(), "without the policy no worker is recorded lost");
+
+  const auto [loss, gradients] = step(true, 2);
+  check_equal(loss, undisturbed_loss, "the meta-loss");
+  for (const auto& [name, gradient] : gradients) check_equal(gradient, undisturbed_gradients.at(name), name);
+  check(dg::rpc::lost_workers() == std::vector<int>{2, 3}, "worker2 and worker3 are recorded lost");
+
+  const auto samples = dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(batch(6, 1));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    check(samples[i].first == static_cast<int64_t>(i % 2), "sample " + std::to_string(i) + " ran on rank " +
+                                                               std::to_string(samples[i].first) + ", not rank " +
+                                                               std::to_string(i % 2) + " of the live workers 0 and 1");
+  }
+  for (int rank : {0, 1}) {
+    const auto waiting = std::chrono::steady_clock::now();
+    while (dg::rpc::rpc_sync(rank, live_contexts) != 0) {
+      check(std::chrono::steady_clock::now() - waiting < 10s, "a survivor still holds a context after 10 s");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  std::printf(
+      "lost_workers: without the policy the step failed naming worker3; with it the step equals the "
+      "undisturbed one, worker2 and worker3 are lost, the next call used ranks 0 and 1 only, and the "
+      "survivors hold no context\n");
+}
+
+// lost_workers() on rank 0, in a world that ends without its lost workers.
+int lost_workers_world() {
+  using namespace std::chrono_literals;
+  const std::string done = "partition_test/lost_workers_done";
+  dg::init_rpc();
+  dg::rpc::barrier();
+  if (dg::get_rank() != 0) {
+    dg::rpc::agent().store().get(done, 120s);  // workers 2 and 3 die meanwhile
+    if (dg::get_rank() == 1) dg::rpc::agent().store().set("partition_test/lost_workers_left", "1");
+    dg::rpc::shutdown(false);
+    return 0;
+  }
+  int status = 0;
+  try {
+    lost_workers();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "[worker0] error: %s\n", error.what());
+    status = 1;
+  }
+  dg::rpc::agent().store().set(done, "1");
+  dg::rpc::agent().store().wait({"partition_test/lost_workers_left"}, 60s);  // this rank hosts the Store
+  dg::rpc::shutdown(false);
+  return status;
+}
+
 // Each scenario runs as a whole program: rank 0 drives it, the others serve until shutdown.
 int world_running(void (*scenario)()) { return dg::auto_init_rpc(nullptr, dg::rank_zero_only(scenario)); }
 
@@ -383,6 +522,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"failure", [] { return world_running(failure); }},
       {"timeout", [] { return world_running(timeout); }},
       {"maml_gradients", [] { return world_running(maml_gradients); }},
+      {"lost_workers", lost_workers_world},
   };
   return all;
 }

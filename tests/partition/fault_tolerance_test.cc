@@ -1,0 +1,40 @@
+// Map-reduce calls that outlive a lost worker (RemoteCallOptions::reissue_lost_partitions,
+// partition/reissue.h), with real processes on loopback on every path: the lost_workers scenario
+// of partition_worker (tests/partition/partition_worker.cc), whose rank 0 checks the results.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "tests/rpc/multiprocess.h"
+
+#ifndef DISTGRAD_PARTITION_WORKER
+#error "DISTGRAD_PARTITION_WORKER must name the partition_worker binary (tests/partition/CMakeLists.txt)"
+#endif
+
+namespace distgrad::rpc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ReissuedPartitions, AStepThatLosesWorkersEqualsTheUndisturbedOneAndTheLostLeaveTheLists) {
+  const std::vector<ProcessResult> results =
+      run_world(DISTGRAD_PARTITION_WORKER, {"lost_workers"}, 4, Environment{{"OMP_NUM_THREADS", "1"}});
+  ASSERT_EQ(results.size(), 4u);
+  for (int rank : {0, 1}) {
+    EXPECT_TRUE(results[rank].succeeded()) << describe(results);
+    EXPECT_FALSE(results[rank].timed_out || results[rank].cut_short) << describe(results);
+  }
+  for (int rank : {2, 3}) {
+    EXPECT_EQ(results[rank].signal, SIGKILL) << describe(results);
+    EXPECT_THAT(results[rank].output, HasSubstr("adapt_and_eval_or_die: raising SIGKILL")) << results[rank];
+  }
+  EXPECT_THAT(results[0].output, HasSubstr("with it the step equals the undisturbed one")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("worker2")) << results[0];
+  EXPECT_THAT(results[0].output, HasSubstr("(RemoteCallOptions::reissue_lost_partitions)")) << results[0];
+}
+
+}  // namespace
+}  // namespace distgrad::rpc::testing
