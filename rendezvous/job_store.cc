@@ -1,5 +1,6 @@
 #include "rendezvous/job_store.h"
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
@@ -62,9 +63,15 @@ std::vector<std::string> JobStore::rank_keys(std::string_view scope, std::string
   return keys;
 }
 
-void JobStore::leave(std::string_view scope, std::chrono::milliseconds timeout) {
+void JobStore::leave(std::string_view scope, std::chrono::milliseconds timeout, const std::vector<int>& gone) {
   client_.set(key(scope, "left/" + std::to_string(world_.rank)), "1");
-  if (server_) client_.wait_for(rank_keys(scope, "left"), timeout);
+  if (!server_) return;
+  std::vector<std::string> staying;
+  for (int rank = 0; rank < world_.world_size; ++rank) {
+    if (std::find(gone.begin(), gone.end(), rank) == gone.end())
+      staying.push_back(key(scope, "left/" + std::to_string(rank)));
+  }
+  client_.wait_for(staying, timeout);
 }
 
 }  // namespace distgrad::rendezvous

@@ -53,8 +53,9 @@ class JobStore {
   std::vector<std::string> rank_keys(std::string_view scope, std::string_view name) const;
 
   // Says this rank is done with `scope`'s keys; the host then waits (at most `timeout`) until
-  // every rank has said so, so that it does not stop serving while others still read.
-  void leave(std::string_view scope, std::chrono::milliseconds timeout);
+  // every rank but those `gone` (workers lost for good) has said so, so that it does not stop
+  // serving while others still read.
+  void leave(std::string_view scope, std::chrono::milliseconds timeout, const std::vector<int>& gone = {});
 
  private:
   JobStore(const WorldInfo& world, std::string token, std::string store_address, std::unique_ptr<StoreServer> server,

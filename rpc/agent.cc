@@ -252,6 +252,7 @@ Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds ti
 }
 
 void Agent::barrier(std::chrono::milliseconds timeout) {
+  impl_->directory->record_lost(lost_workers());  // Note [Waiting without the lost]
   impl_->directory->wait_for_everyone("barrier/" + std::to_string(impl_->barrier_generation++), timeout, "barrier",
                                       [this](int rank) { impl_->check_alive(rank, "barrier"); });
 }
@@ -272,6 +273,7 @@ void Agent::shutdown(bool graceful) {
   if (graceful && !impl_->stopped) {
     // Everyone arrives; then every worker's calls are answered before any server stops.
     auto check_alive = [this](int rank) { impl_->check_alive(rank, "shutdown"); };
+    impl_->directory->record_lost(lost_workers());  // Note [Waiting without the lost] in rpc/worker_directory.cc
     impl_->directory->wait_for_everyone("shutdown", impl_->options.shutdown_timeout, "shutdown", check_alive);
     impl_->client->wait_for_calls();
     trace::flush();  // for rank 0's merge after the next barrier (rpc/trace_clock.h)

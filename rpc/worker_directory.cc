@@ -92,10 +92,18 @@ std::vector<int> WorkerDirectory::missing_ranks(const std::string& name,
   return ranks;
 }
 
+// Note [Waiting without the lost]
+// A map-reduce call that outlives a lost worker (partition/reissue.h) must not leave the job
+// unable to end: barriers and a graceful shutdown wait for every worker but those recorded lost.
+// The driver records (in the Store) the workers it lost before it arrives at a barrier or at
+// shutdown. The other workers, which learn of a death only by the liveness check of a wait
+// without a deadline, leave the verdict on a worker other than rank 0 to rank 0: until rank 0 has
+// arrived they keep waiting; once it has, its record is there, and a missing worker not in it that
+// exited fails the wait as before. Rank 0 (and anyone whose wait has a deadline) decides at once.
 void WorkerDirectory::wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what,
                                         const std::function<void(int rank)>& check_alive) {
   store_->client().set(store_->key("rpc", name + "/" + std::to_string(world_.rank)), "1");
-  const std::vector<std::string> keys = store_->rank_keys("rpc", name);
+  std::vector<std::string> keys = store_->rank_keys("rpc", name);
   const auto start = Clock::now();
   for (;;) {
     const auto left = timeout.count() > 0
@@ -104,17 +112,44 @@ void WorkerDirectory::wait_for_everyone(const std::string& name, std::chrono::mi
     const std::vector<std::string> missing = store_->client().wait_for(
         keys, std::max(std::chrono::milliseconds(1), std::min(left, std::chrono::milliseconds(1000))));
     if (missing.empty()) return;
-    const std::vector<int> ranks = missing_ranks(name, missing);
+    std::vector<int> ranks = missing_ranks(name, missing);
+    const std::vector<int> lost = recorded_lost();
+    if (!lost.empty()) {
+      const std::vector<std::string> all = store_->rank_keys("rpc", name);
+      for (int rank : lost) {
+        keys.erase(std::remove(keys.begin(), keys.end(), all[rank]), keys.end());
+        ranks.erase(std::remove(ranks.begin(), ranks.end(), rank), ranks.end());
+      }
+      if (ranks.empty()) return;
+    }
     if (timeout.count() > 0 && Clock::now() - start >= timeout) {
       DISTGRAD_FAIL(what, ": ", names_[world_.rank], " waited ", seconds(timeout), " and workers ", join_ranks(ranks),
                     " (of ", world_.world_size, ") did not arrive");
     }
     if (timeout.count() == 0) {  // no deadline: make sure the missing workers are still alive
-      for (int rank : ranks) check_alive(rank);
+      const bool rank_zero_arrived = std::find(ranks.begin(), ranks.end(), 0) == ranks.end();
+      for (int rank : ranks) {
+        if (world_.rank != 0 && rank != 0 && !rank_zero_arrived) continue;  // rank 0 gives the verdict
+        check_alive(rank);
+      }
     }
   }
 }
 
-void WorkerDirectory::leave() { store_->leave("rpc", std::chrono::seconds(30)); }
+void WorkerDirectory::record_lost(const std::vector<int>& ranks) {
+  for (int rank : ranks) store_->client().set(store_->key("rpc", "lost/" + std::to_string(rank)), "1");
+}
+
+std::vector<int> WorkerDirectory::recorded_lost() {
+  const std::vector<std::string> keys = store_->rank_keys("rpc", "lost");
+  const std::vector<std::string> absent = store_->client().wait_for(keys, std::chrono::milliseconds(1));
+  std::vector<int> lost;
+  for (int rank = 0; rank < world_.world_size; ++rank) {
+    if (std::find(absent.begin(), absent.end(), keys[rank]) == absent.end()) lost.push_back(rank);
+  }
+  return lost;
+}
+
+void WorkerDirectory::leave() { store_->leave("rpc", std::chrono::seconds(30), recorded_lost()); }
 
 }  // namespace distgrad::rpc

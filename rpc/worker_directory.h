@@ -47,14 +47,21 @@ class WorkerDirectory {
   // not publish within `timeout`.
   std::vector<WorkerEntry> collect(std::chrono::milliseconds timeout);
 
-  // Records this worker's arrival at the wait `name` and returns once every worker arrived. With
-  // a timeout, throws naming the missing workers when it passes; with none (0), calls
-  // `check_alive(rank)` for each missing worker every second (it throws when one is gone).
-  // `what` names the wait in errors ("barrier", "shutdown").
+  // Records this worker's arrival at the wait `name` and returns once every worker arrived, but
+  // those recorded lost (Note [Waiting without the lost]). With a timeout, throws naming the
+  // missing workers when it passes; with none (0), calls `check_alive(rank)` for each missing
+  // worker every second (it throws when one is gone). `what` names the wait in errors
+  // ("barrier", "shutdown").
   void wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what,
                          const std::function<void(int rank)>& check_alive);
 
-  // Says this worker is done with the Store; on its host, waits until everyone is (at most 30 s).
+  // Records `ranks` lost for the rest of the world's life, for every worker's waits.
+  void record_lost(const std::vector<int>& ranks);
+  // The ranks some worker recorded lost.
+  std::vector<int> recorded_lost();
+
+  // Says this worker is done with the Store; on its host, waits until everyone but the lost is
+  // (at most 30 s).
   void leave();
 
  private:

@@ -431,8 +431,7 @@ void check_equal(const Tensor& actual, const Tensor& expected, const std::string
 // a parallelized MAML step's forward. Without the policy the call fails naming worker3; with it
 // the lost workers' partitions go to live workers and the step's loss and meta-gradients are an
 // undisturbed step's, bit for bit; the lost workers then leave the partitioners' lists, and the
-// survivors hold no context. Rank 1 serves until rank 0 is done; the survivors end without the
-// lost (shutdown(false)).
+// survivors hold no context. The survivors end with a graceful shutdown, without the lost.
 void lost_workers() {
   using namespace std::chrono_literals;
   dg::manual_seed(5);
@@ -485,31 +484,6 @@ void lost_workers() {
       "survivors hold no context\n");
 }
 
-// lost_workers() on rank 0, in a world that ends without its lost workers.
-int lost_workers_world() {
-  using namespace std::chrono_literals;
-  const std::string done = "partition_test/lost_workers_done";
-  dg::init_rpc();
-  dg::rpc::barrier();
-  if (dg::get_rank() != 0) {
-    dg::rpc::agent().store().get(done, 120s);  // workers 2 and 3 die meanwhile
-    if (dg::get_rank() == 1) dg::rpc::agent().store().set("partition_test/lost_workers_left", "1");
-    dg::rpc::shutdown(false);
-    return 0;
-  }
-  int status = 0;
-  try {
-    lost_workers();
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "[worker0] error: %s\n", error.what());
-    status = 1;
-  }
-  dg::rpc::agent().store().set(done, "1");
-  dg::rpc::agent().store().wait({"partition_test/lost_workers_left"}, 60s);  // this rank hosts the Store
-  dg::rpc::shutdown(false);
-  return status;
-}
-
 // Each scenario runs as a whole program: rank 0 drives it, the others serve until shutdown.
 int world_running(void (*scenario)()) { return dg::auto_init_rpc(nullptr, dg::rank_zero_only(scenario)); }
 
@@ -522,7 +496,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"failure", [] { return world_running(failure); }},
       {"timeout", [] { return world_running(timeout); }},
       {"maml_gradients", [] { return world_running(maml_gradients); }},
-      {"lost_workers", lost_workers_world},
+      {"lost_workers", [] { return world_running(lost_workers); }},
   };
   return all;
 }
