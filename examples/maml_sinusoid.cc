@@ -32,6 +32,9 @@
 #include "examples/svg_plot.h"
 
 ABSL_FLAG(std::string, plot, "maml_sinusoid.svg", "where rank 0 writes the plot of adapted fits (empty: no plot)");
+ABSL_FLAG(bool, reissue_lost_partitions, false,
+          "survive lost workers: their tasks go to live ones, an iteration whose backward pass lost one runs "
+          "again, and the loss curve stays that of an undisturbed run (docs/fault-tolerance.md)");
 
 namespace dg = distgrad;
 using sinusoid::Tasks;
@@ -53,15 +56,21 @@ DISTGRAD_REMOTE(adapted_fit);
 
 namespace {
 
+const dg::DimPartitioner one_call_per_task = dg::dim_partitioner(0, {.exclusive = true, .keepdim = false});
+
+dg::RemoteCallOptions call_options() {
+  return {.reissue_lost_partitions = absl::GetFlag(FLAGS_reissue_lost_partitions)};
+}
+
 // One call per task (dim 0 selected away), round-robin over the ranks, the mean of the losses.
-const auto meta_loss =
-    dg::parallelize(adapt_and_eval, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}), dg::mean_reducer);
+dg::Tensor meta_loss(const dg::nn::ParamDict& params, const Tasks& tasks) {
+  return dg::parallelize(adapt_and_eval, one_call_per_task, dg::mean_reducer, call_options())(
+      params, tasks, absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr));
+}
 
 double meta_test_loss(const sinusoid::Net& net, dg::Generator& generator) {
   const Tasks tasks = sinusoid::sample_tasks(absl::GetFlag(FLAGS_eval_tasks), absl::GetFlag(FLAGS_shots), generator);
-  return meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kDeepcopy), tasks, absl::GetFlag(FLAGS_inner_steps),
-                   absl::GetFlag(FLAGS_inner_lr))
-      .item<double>();
+  return meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kDeepcopy), tasks).item<double>();
 }
 
 std::vector<double> to_vector(const dg::Tensor& tensor) {
@@ -82,7 +91,7 @@ void plot_fits(const sinusoid::Net& net, dg::Generator& generator, const std::st
       dg::remote_sync_call(adapted_fit,
                            dg::args(dg::nn::module_clone(net, dg::nn::CloneBy::kDeepcopy), tasks, grid,
                                     absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr)),
-                           dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}));
+                           one_call_per_task, call_options());
   // Each task's true curve A sin(x + phase) = a sin x + b cos x, with (a, b) solved by least
   // squares from its support points (exact: they lie on the curve).
   examples::SvgPlot plot("MAML on sinusoids: " + std::to_string(absl::GetFlag(FLAGS_inner_steps)) + " steps on " +
@@ -110,6 +119,24 @@ void plot_fits(const sinusoid::Net& net, dg::Generator& generator, const std::st
   std::printf("wrote %s\n", path.c_str());
 }
 
+// The meta-loss of `tasks`, its gradients in `net`'s parameters. Under --reissue_lost_partitions
+// a pass that fails (a worker lost during it) runs again from the same weights and tasks: its
+// forward sends the lost worker's tasks to live ones, so the result is the undisturbed run's.
+dg::Tensor meta_gradients(sinusoid::Net& net, dg::optim::Adam& outer, const Tasks& tasks, int iteration) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      dg::autograd::Context context;
+      const dg::Tensor loss = meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks);
+      outer.zero_grad();
+      dg::autograd::backward(context, {loss});
+      return loss;
+    } catch (const dg::rpc::RemoteError& error) {
+      if (!absl::GetFlag(FLAGS_reissue_lost_partitions) || attempt >= dg::get_world_size()) throw;
+      std::printf("meta-iteration %d: %s; running it again\n", iteration + 1, error.what());
+    }
+  }
+}
+
 void train() {
   dg::manual_seed(absl::GetFlag(FLAGS_seed));
   dg::Generator test_tasks(absl::GetFlag(FLAGS_seed) + 1);  // the same fresh tasks before and after
@@ -129,13 +156,9 @@ void train() {
   examples::Progress progress("meta-train", iterations);
   for (int it = 0; it < iterations; ++it) {
     DISTGRAD_TRACE_SCOPE("meta-iteration");  // a range on rank 0's track of the timeline (docs/tracing.md)
-    dg::autograd::Context context;
-    const dg::nn::ParamDict params = dg::nn::module_clone(net, dg::nn::CloneBy::kClone);
-    const dg::Tensor loss = meta_loss(
-        params, sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots), train_tasks),
-        absl::GetFlag(FLAGS_inner_steps), absl::GetFlag(FLAGS_inner_lr));
-    outer.zero_grad();
-    dg::autograd::backward(context, {loss});
+    const Tasks tasks =
+        sinusoid::sample_tasks(absl::GetFlag(FLAGS_meta_batch), absl::GetFlag(FLAGS_shots), train_tasks);
+    const dg::Tensor loss = meta_gradients(net, outer, tasks, it);
     if (!dump_path.empty()) {
       sinusoid::write_gradients(net, dump_path);
       std::printf("wrote the meta-gradients of iteration 1 to %s\n", dump_path.c_str());
