@@ -63,6 +63,8 @@ const std::map<std::string, Flag>& flags() {
       {"standalone", {false, [](LaunchOptions& o, const std::string&, const std::string&) { o.standalone = true; }}},
       {"max_restarts",
        {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { o.max_restarts = to_int(v, s, 0); }}},
+      {"tolerate_lost_workers",
+       {false, [](LaunchOptions& o, const std::string&, const std::string&) { o.tolerate_lost_workers = true; }}},
       {"monitor_interval",
        {true,
         [](LaunchOptions& o, const std::string& v, const std::string& s) {
@@ -174,6 +176,10 @@ back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
   --master-port P            the rendezvous port (29500)
   --standalone               one node; the launcher picks a free port
   --max-restarts M           restarts of the whole group after a worker fails (0)
+  --tolerate-lost-workers    a worker other than rank 0 that fails or dies leaves the others
+                             running (for programs that outlive lost workers: map-reduce calls
+                             with reissue_lost_partitions, docs/fault-tolerance.md); the job then
+                             succeeds when the others do
   --monitor-interval S       seconds between checks of the workers (0.1)
   --log-dir D                where --redirects and --tee write the logs: each run in a new
                              directory D/<run-id>_XXXXXX (printed at the start), in it

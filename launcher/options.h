@@ -31,6 +31,8 @@ struct LaunchOptions {
   int master_port = 29500;
   bool standalone = false;  // one node, a free port chosen by the launcher
   int max_restarts = 0;
+  // A worker other than rank 0 that fails leaves the others running (docs/fault-tolerance.md).
+  bool tolerate_lost_workers = false;
   double monitor_interval_s = 0.1;
   std::optional<std::string> log_dir;
   // Where the workers record their trace (DISTGRAD_TRACE), made absolute; merged at the end.

@@ -243,6 +243,12 @@ bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
     WorkerExit exit{worker.rank, worker.pid, 0, 0, ""};
     if (done > 0 && WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
     if (done > 0 && WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
+    if (exit.failed() && options_.tolerate_lost_workers && exit.rank != 0) {
+      exit.last_error_line = worker.err.last_line;
+      std::fprintf(stderr, "distgrad-run: %s; the other workers go on (--tolerate-lost-workers)\n",
+                   exit.describe().c_str());
+      continue;
+    }
     if (exit.failed() && !first_failure_) first_failure_ = exit;
   }
   return any_running;

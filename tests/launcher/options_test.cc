@@ -39,6 +39,7 @@ TEST(LaunchOptions, TorchrunDefaults) {
   EXPECT_EQ(options.master_port, 29500);
   EXPECT_FALSE(options.standalone);
   EXPECT_EQ(options.max_restarts, 0);
+  EXPECT_FALSE(options.tolerate_lost_workers);
   EXPECT_DOUBLE_EQ(options.monitor_interval_s, 0.1);
   EXPECT_FALSE(options.log_dir.has_value());
   EXPECT_EQ(options.role, "default");
@@ -57,6 +58,7 @@ TEST(LaunchOptions, DashAndUnderscoreSpellingsWithSpaceOrEquals) {
                                        "--master-port",
                                        "29999",
                                        "--max_restarts=3",
+                                       "--tolerate-lost-workers",
                                        "--monitor-interval",
                                        "0.5",
                                        "--log_dir=/tmp/logs",
@@ -76,6 +78,7 @@ TEST(LaunchOptions, DashAndUnderscoreSpellingsWithSpaceOrEquals) {
   EXPECT_EQ(options.master_addr, "10.0.0.1");
   EXPECT_EQ(options.master_port, 29999);
   EXPECT_EQ(options.max_restarts, 3);
+  EXPECT_TRUE(options.tolerate_lost_workers);
   EXPECT_DOUBLE_EQ(options.monitor_interval_s, 0.5);
   EXPECT_EQ(options.log_dir, "/tmp/logs");
   EXPECT_EQ(options.role, "trainer");
