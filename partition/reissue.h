@@ -19,9 +19,10 @@
 // the reduction and the sums of the backward pass are those of a run without the failure, bit
 // for bit. The failed call's SendBackward stays in the context, unused: no gradient comes for it.
 // The reissue runs on the thread that completed the failed call (a continuation), which only
-// encodes and sends. Not covered: a lost worker's own nested calls (their state stays on the
-// workers it called until the context is released), and a worker lost during the backward
-// pass (the pass fails naming it; the driver may rerun the iteration, without it).
+// encodes and sends. A call whose context was released meanwhile (the caller gave up on it) is
+// not reissued: the new call would leave a context on its callee that nothing releases. Not covered: a lost worker's
+// own nested calls (their state stays on the workers it called until the context is released), and a worker lost during
+// the backward pass (the pass fails naming it; the driver may rerun the iteration, without it).
 #pragma once
 
 #include <cstdio>
@@ -47,10 +48,19 @@ struct CallSite {
 // The site of the next call this thread makes.
 CallSite upcoming_call_site();
 
-// The worker to send a partition to after its call on `worker` failed with `error` (adding it
-// to `tried`), or nullopt: the error is not a lost or late worker's, or no live worker is left
-// untried. Records `worker` lost on UNAVAILABLE and says on stderr where the partition goes.
-std::optional<int> reissue_target(const std::exception_ptr& error, int worker, std::vector<int>& tried);
+// Whether a call at `site` may still be made again: not once its distributed autograd context was
+// released (the caller gave up on the call, and a new call would leave a context on its callee
+// that nothing releases).
+bool still_wanted(const CallSite& site);
+
+// Whether a call on `worker` that failed with `error` failed because the worker is lost
+// (UNAVAILABLE: then recorded lost) or late (DEADLINE_EXCEEDED).
+bool lost_or_late(const std::exception_ptr& error, int worker);
+
+// The live worker to send the partition to next, after `worker` by rank round the world, neither
+// lost nor in `tried` (to which it is added); nullopt when none is left. Says on stderr where the
+// partition goes and why (`error`).
+std::optional<int> next_live_worker(const std::exception_ptr& error, int worker, std::vector<int>& tried);
 
 // Sends the partition to `worker` with `send(rank)` (a future of its result) and completes
 // `promise` with the first answer, reissuing as Note [Reissued partitions] says.
@@ -66,7 +76,8 @@ void send_until_answered(Send send, CallSite site, int worker, std::vector<int> 
       }
       return;
     }
-    const std::optional<int> next = reissue_target(error, worker, tried);
+    const bool reissuable = lost_or_late(error, worker) && still_wanted(site);
+    const std::optional<int> next = reissuable ? next_live_worker(error, worker, tried) : std::nullopt;
     if (!next) {
       promise.set_error(error);
       return;

@@ -75,5 +75,31 @@ TEST(DistAutogradContext, AWorkerEndsAPassWhenTheNextOneArrivesAndKeepsTheSumOfB
   EXPECT_EQ(context.gradients().at(0).grad.item<double>(), 7.0);
 }
 
+// Calls take their places in program order; a repeated call takes the place it is given, and the
+// thread's own sequence comes back after the scope.
+TEST(ContextScope, ARepeatedCallTakesTheFailedCallsPlaceAndTheSequenceResumesAfter) {
+  const ContextPtr context = ContextContainer::instance().create();
+  {
+    ContextScope driver(context);
+    EXPECT_EQ(next_call(), (CallPath{0}));
+    EXPECT_EQ(upcoming_call(), (CallPath{1}));
+    EXPECT_EQ(upcoming_call(), (CallPath{1}));  // peeking takes nothing
+    EXPECT_EQ(next_call(), (CallPath{1}));
+    {
+      const ContextScope repeated = ContextScope::repeating(context, {0});
+      EXPECT_EQ(current_context(), context);
+      EXPECT_EQ(next_call(), (CallPath{0}));
+    }
+    {
+      const ContextScope nested = ContextScope::repeating(context, {4, 2});
+      EXPECT_EQ(next_call(), (CallPath{4, 2}));
+    }
+    EXPECT_EQ(next_call(), (CallPath{2}));
+  }
+  EXPECT_EQ(current_context(), nullptr);
+  EXPECT_THROW(ContextScope::repeating(context, {}), Error);
+  ContextContainer::instance().release(context->id());
+}
+
 }  // namespace
 }  // namespace distgrad::dist_autograd

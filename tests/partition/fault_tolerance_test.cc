@@ -36,5 +36,15 @@ TEST(ReissuedPartitions, AStepThatLosesWorkersEqualsTheUndisturbedOneAndTheLostL
   EXPECT_THAT(results[0].output, HasSubstr("(RemoteCallOptions::reissue_lost_partitions)")) << results[0];
 }
 
+TEST(ReissuedPartitions, ACallWhoseContextWasReleasedIsNotReissued) {
+  const std::vector<ProcessResult> results =
+      run_world(DISTGRAD_PARTITION_WORKER, {"abandoned_call"}, 3, Environment{{"OMP_NUM_THREADS", "1"}});
+  ASSERT_EQ(results.size(), 3u);
+  for (int rank : {0, 1}) EXPECT_TRUE(results[rank].succeeded()) << describe(results);
+  EXPECT_EQ(results[2].signal, SIGKILL) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("abandoned_call: not reissued")) << results[0];
+  EXPECT_THAT(results[0].output, ::testing::Not(HasSubstr("the partition goes to"))) << results[0];
+}
+
 }  // namespace
 }  // namespace distgrad::rpc::testing

@@ -119,6 +119,18 @@ Tensor adapt_and_eval_or_die(dg::nn::ParamDict params, Task task, int inner_step
 }
 DISTGRAD_REMOTE(adapt_and_eval_or_die);
 
+// x, but the process running it on rank 2 dies after `milliseconds` (SIGKILL).
+Tensor dies_on_rank_two_after(Tensor x, int64_t milliseconds) {
+  if (dg::get_rank() == 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+    std::fprintf(stderr, "[worker2] dies_on_rank_two_after: raising SIGKILL\n");
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+  return x;
+}
+DISTGRAD_REMOTE(dies_on_rank_two_after);
+
 int64_t live_contexts() { return static_cast<int64_t>(dg::autograd::get_debug_info().num_autograd_contexts); }
 DISTGRAD_REMOTE(live_contexts);
 
@@ -484,6 +496,40 @@ void lost_workers() {
       "survivors hold no context\n");
 }
 
+// A call whose context the caller released before its worker was lost is not reissued (a new
+// call would leave a context on its callee that nothing releases): the future fails as without
+// the policy, the worker is recorded lost (the world ends without it), and the callees hold no
+// context. World of 3; worker2 dies 300 ms into its call.
+void abandoned_call() {
+  using namespace std::chrono_literals;
+  dg::rpc::Future<std::vector<Tensor>> result;
+  {
+    dg::autograd::Context context;
+    const Tensor x = batch(3, 2);
+    x.requires_grad_();
+    result =
+        dg::parallelize_async(dies_on_rank_two_after, dg::batch_partitioner, {.reissue_lost_partitions = true})(x, 300);
+    // The other calls are answered by now: the context's release cannot overtake them.
+    std::this_thread::sleep_for(100ms);
+  }
+  try {
+    result.get();
+    check(false, "a call whose context was released must not be reissued");
+  } catch (const dg::rpc::RemoteError& error) {
+    check(error.worker() == "worker2", std::string("the lost worker is named: ") + error.what());
+    check(error.code() == dg::rpc::StatusCode::kUnavailable, std::string("UNAVAILABLE: ") + error.what());
+  }
+  check(dg::rpc::lost_workers() == std::vector<int>{2}, "worker2 is recorded lost");
+  for (int rank : {0, 1}) {
+    const auto waiting = std::chrono::steady_clock::now();
+    while (dg::rpc::rpc_sync(rank, live_contexts) != 0) {
+      check(std::chrono::steady_clock::now() - waiting < 10s, "a survivor still holds a context after 10 s");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  std::printf("abandoned_call: not reissued, UNAVAILABLE naming worker2, no context left\n");
+}
+
 // Each scenario runs as a whole program: rank 0 drives it, the others serve until shutdown.
 int world_running(void (*scenario)()) { return dg::auto_init_rpc(nullptr, dg::rank_zero_only(scenario)); }
 
@@ -497,6 +543,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"timeout", [] { return world_running(timeout); }},
       {"maml_gradients", [] { return world_running(maml_gradients); }},
       {"lost_workers", [] { return world_running(lost_workers); }},
+      {"abandoned_call", [] { return world_running(abandoned_call); }},
   };
   return all;
 }
