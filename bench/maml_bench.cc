@@ -30,6 +30,8 @@
 
 ABSL_FLAG(int, warmup, 5, "outer iterations before timing");
 ABSL_FLAG(bool, local, false, "one process, no RPC: the tasks adapted in turn");
+ABSL_FLAG(bool, reissue_lost_partitions, false,
+          "the map-reduce calls under RemoteCallOptions::reissue_lost_partitions");
 
 namespace dg = distgrad;
 using sinusoid::Tasks;
@@ -65,7 +67,8 @@ void run() {
   dg::Generator task_generator(absl::GetFlag(FLAGS_seed) + 2);
   sinusoid::Net net;
   dg::optim::Adam outer(net.parameters(), absl::GetFlag(FLAGS_outer_lr));
-  const auto meta_loss = dg::parallelize(maml_task_loss, kOneTaskPerCall, dg::mean_reducer);
+  const auto meta_loss = dg::parallelize(maml_task_loss, kOneTaskPerCall, dg::mean_reducer,
+                                         {.reissue_lost_partitions = absl::GetFlag(FLAGS_reissue_lost_partitions)});
 
   auto outer_iteration = [&] {
     const Tasks tasks = sinusoid::sample_tasks(meta_batch, shots, task_generator);
