@@ -51,6 +51,7 @@
 #include "partition/partitioner.h"
 #include "partition/reducer.h"
 #include "partition/remote_call.h"
+#include "rendezvous/preemption.h"
 #include "rpc/rpc.h"
 #include "rpc/rref.h"
 #include "trace/trace.h"

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "launcher/job_status.h"
@@ -30,27 +32,42 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t received_signal = 0;
 void remember_signal(int signal) { received_signal = signal; }
 
-// Installs remember_signal for SIGINT and SIGTERM for its scope.
+// SIGUSR1 and SIGUSR2 received and not yet passed on to the workers; set by the handler.
+volatile sig_atomic_t usr1_to_forward = 0;
+volatile sig_atomic_t usr2_to_forward = 0;
+void remember_to_forward(int signal) { (signal == SIGUSR1 ? usr1_to_forward : usr2_to_forward) = 1; }
+
+// For its scope: remember_signal for SIGINT and SIGTERM (they stop the workers), and
+// remember_to_forward for SIGUSR1 and SIGUSR2 (preemption notices, passed on to the workers:
+// rendezvous/preemption.h) instead of their default, which would end the launcher.
 class StopSignals {
  public:
   StopSignals() {
     received_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = &remember_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &previous_int_);
-    sigaction(SIGTERM, &action, &previous_term_);
+    usr1_to_forward = 0;
+    usr2_to_forward = 0;
+    install(SIGINT, &remember_signal, 0);
+    install(SIGTERM, &remember_signal, 1);
+    install(SIGUSR1, &remember_to_forward, 2);
+    install(SIGUSR2, &remember_to_forward, 3);
   }
   ~StopSignals() {
-    sigaction(SIGINT, &previous_int_, nullptr);
-    sigaction(SIGTERM, &previous_term_, nullptr);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
+  static constexpr std::array<int, 4> kSignals = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+
+  void install(int signal, void (*handler)(int), size_t slot) {
+    struct sigaction action {};
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal, &action, &previous_[slot]);
+  }
+
+  std::array<struct sigaction, 4> previous_{};
 };
 
 // "0".."3" -> a mask of the std streams (bit 1 stdout, bit 2 stderr).
@@ -213,6 +230,7 @@ bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
     }
   }
   ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));  // with no pipes left: a sleep
+  forward_notices();
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents == 0) continue;
     Stream& stream = *streams[i];
@@ -252,6 +270,17 @@ bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
     if (exit.failed() && !first_failure_) first_failure_ = exit;
   }
   return any_running;
+}
+
+void WorkerGroup::forward_notices() const {
+  for (auto [pending, signal] : {std::pair{&usr1_to_forward, SIGUSR1}, std::pair{&usr2_to_forward, SIGUSR2}}) {
+    if (*pending == 0) continue;
+    *pending = 0;
+    std::fprintf(stderr, "distgrad-run: passing %s on to the workers\n", sigabbrev_np(signal));
+    for (const Worker& worker : workers_) {
+      if (worker.running) kill(-worker.pid, signal);
+    }
+  }
 }
 
 void WorkerGroup::signal_groups(int signal) const {

@@ -103,6 +103,8 @@ class WorkerGroup {
   // Sends `signal` to every process of the workers' groups, then SIGKILL to what is left after
   // kStopGrace; returns when the groups are empty.
   void stop_all(int signal);
+  // Passes the SIGUSR1 and SIGUSR2 the launcher received on to every running worker's group.
+  void forward_notices() const;
   void signal_groups(int signal) const;
   // Whether a process of any worker's group is still there.
   bool any_group_alive() const;

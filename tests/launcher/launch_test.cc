@@ -336,6 +336,28 @@ TEST(DistgradRun, InterruptStopsEveryWorkerAndLeavesNoOrphan) {
   expect_gone(workers, "worker");
 }
 
+// A preemption notice (SIGUSR1) sent to the launcher reaches every worker, which saves its step
+// and ends; the launcher, which SIGUSR1 would otherwise end, exits 0 with them.
+TEST(DistgradRun, PassesAPreemptionNoticeOnToEveryWorker) {
+  ScratchDir dir;
+  const pid_t launcher = start_launcher("preemptible", dir);
+  ASSERT_GT(launcher, 0);
+  const std::vector<pid_t> workers = wait_for_pids(dir, "pid");
+  ASSERT_EQ(workers.size(), 2u) << "the workers did not start watching within 15 s";
+  kill(launcher, SIGUSR1);
+  const int status = wait_for_exit(launcher);
+  ASSERT_NE(status, -1) << "distgrad-run did not exit within 15 s of SIGUSR1";
+  ASSERT_TRUE(WIFEXITED(status)) << "distgrad-run was killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    int step = -1;
+    EXPECT_TRUE(std::ifstream(dir.path() + "/step" + std::to_string(rank)) >> step)
+        << "rank " << rank << " saved no step";
+    EXPECT_GE(step, 0);
+  }
+  expect_gone(workers, "worker");
+}
+
 // A worker's child that ignores SIGINT and SIGTERM (in the worker's process group) is stopped
 // too, although its worker ended at once: stopping the launcher stops the job.
 TEST(DistgradRun, InterruptStopsWhatTheWorkersStartedEvenWhatIgnoresIt) {

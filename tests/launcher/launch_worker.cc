@@ -13,6 +13,12 @@
 //   echo        prints "DIR from rank R" to stdout and "DIR on stderr from rank R" to stderr
 //               (DIR is any text here)
 //   unflushed   prints a line to stdout (no fflush, no setvbuf), then one to stderr, then sleeps
+//   preemptible watches for preemption notices (rendezvous/preemption.h) and counts steps of
+//               10 ms (its pid in DIR/pid<rank> once it watches); on a notice it saves the step
+//               in DIR/step<rank>, prints "rank R
+//               preempted at step N", and rank 0 requeues its Slurm job when it is in one; exits
+//               0. Started with a saved step it prints "rank R resumed at step N" and exits 0. No
+//               notice within 60 s: exit 4
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +30,8 @@
 #include <thread>
 
 #include "dist_autograd/init_rpc.h"
+#include "rendezvous/preemption.h"
+#include "rendezvous/world.h"
 #include "rpc/rpc.h"
 
 namespace {
@@ -51,6 +59,33 @@ int checkpoint(const std::string& dir) {
   }
   std::printf("finished 10 steps\n");
   return 0;
+}
+
+int preemptible(const std::string& dir) {
+  const int rank = distgrad::rendezvous::world_info().rank;
+  const std::string path = dir + "/step" + std::to_string(rank);
+  int step = -1;
+  std::ifstream(path) >> step;
+  if (step >= 0) {
+    std::printf("rank %d resumed at step %d\n", rank, step);
+    return 0;
+  }
+  distgrad::watch_for_preemption();
+  std::ofstream(dir + "/pid" + std::to_string(rank)) << getpid();
+  std::printf("rank %d waiting for a preemption notice\n", rank);
+  std::fflush(stdout);
+  for (step = 0; step < 6000; ++step) {
+    if (distgrad::preemption_requested()) {
+      std::ofstream(path) << step;
+      std::printf("rank %d preempted at step %d\n", rank, step);
+      std::fflush(stdout);
+      if (rank == 0 && std::getenv("SLURM_JOB_ID") != nullptr) distgrad::requeue_slurm_job();
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::fprintf(stderr, "rank %d: no preemption notice within 60 s\n", rank);
+  return 4;
 }
 
 }  // namespace
@@ -86,6 +121,7 @@ int main(int argc, char** argv) {
         }));
   }
   if (mode == "checkpoint") return checkpoint(dir);
+  if (mode == "preemptible") return preemptible(dir);
   if (mode == "progress") {
     std::printf("step 1\rstep 2\rdone\n");
     return 0;
