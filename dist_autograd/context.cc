@@ -160,8 +160,18 @@ ContextPtr ContextContainer::create() {
   return context;
 }
 
+// Note [Late calls of released contexts]
+// A driver releases its context on every worker that took part without waiting for anything,
+// and a call of that context still in flight (an abandoned async call, a call on another path
+// than the release: over gRPC nothing orders them, an RRef's release sent as its context ends)
+// can reach a worker after the release. Joining the context then would create it anew, with
+// nothing left to release it. So each process remembers the ids of the last kRememberedReleases
+// contexts released on it, ids it never had included (the release may come first), and serves a
+// late call of one in a context of its own, which ends with the call: the call runs, and nothing
+// stays behind.
 ContextPtr ContextContainer::get_or_create(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (released_.count(id) != 0) return std::make_shared<DistAutogradContext>(id);
   ContextPtr& context = contexts_[id];
   if (!context) context = std::make_shared<DistAutogradContext>(id);
   return context;
@@ -175,6 +185,13 @@ ContextPtr ContextContainer::find(int64_t id) const {
 
 ContextPtr ContextContainer::release(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (released_.insert(id).second) {
+    release_order_.push_back(id);
+    if (release_order_.size() > kRememberedReleases) {
+      released_.erase(release_order_.front());
+      release_order_.pop_front();
+    }
+  }
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return nullptr;
   ContextPtr context = std::move(it->second);

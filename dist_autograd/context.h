@@ -15,11 +15,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -104,11 +106,13 @@ class ContextContainer {
 
   // A new context with a fresh id (the driver's).
   ContextPtr create();
-  // The context `id`, joined (created) on first contact.
+  // The context `id`, joined (created) on first contact; for one released here, a context of the
+  // caller's own that is not kept (Note [Late calls of released contexts]).
   ContextPtr get_or_create(int64_t id);
   // The context `id`, or null when it is not (or no longer) here.
   ContextPtr find(int64_t id) const;
-  // Removes the context; returns it (null when it was not here).
+  // Removes the context and remembers its id as released, also when it was not here; returns it
+  // (null when it was not here).
   ContextPtr release(int64_t id);
   // Every context here, in no particular order.
   std::vector<ContextPtr> contexts() const;
@@ -118,8 +122,13 @@ class ContextContainer {
  private:
   int64_t worker_prefix() const;
 
-  mutable std::mutex mutex_;  // guards contexts_
+  // How many released ids a process remembers (Note [Late calls of released contexts]).
+  static constexpr size_t kRememberedReleases = 16384;
+
+  mutable std::mutex mutex_;  // guards contexts_, released_ and release_order_
   std::unordered_map<int64_t, ContextPtr> contexts_ ABSL_GUARDED_BY(mutex_);
+  std::unordered_set<int64_t> released_ ABSL_GUARDED_BY(mutex_);
+  std::deque<int64_t> release_order_ ABSL_GUARDED_BY(mutex_);  // released_, oldest first
   // Counters start at 1: the ids of worker 0 would otherwise begin with 0, which the wire
   // uses for "no context".
   std::atomic<int64_t> next_context_{1};

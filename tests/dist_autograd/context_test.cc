@@ -101,5 +101,21 @@ TEST(ContextScope, ARepeatedCallTakesTheFailedCallsPlaceAndTheSequenceResumesAft
   ContextContainer::instance().release(context->id());
 }
 
+// A call of a context that was released here, before or after it joined, runs in a context that
+// is not kept, rather than re-creating the context with nothing left to release it.
+TEST(ContextContainer, ALateCallOfAReleasedContextLeavesNoContextBehind) {
+  ContextContainer& contexts = ContextContainer::instance();
+  const int64_t joined = (int64_t{5} << 48) | 77, never_here = (int64_t{5} << 48) | 78;
+  ASSERT_NE(contexts.get_or_create(joined), nullptr);
+  EXPECT_NE(contexts.release(joined), nullptr);
+  EXPECT_EQ(contexts.release(never_here), nullptr);  // the release came first
+  for (const int64_t id : {joined, never_here}) {
+    const ContextPtr late = contexts.get_or_create(id);
+    ASSERT_NE(late, nullptr);
+    EXPECT_EQ(late->id(), id);
+    EXPECT_EQ(contexts.find(id), nullptr) << "context " << id << " was re-created after its release";
+  }
+}
+
 }  // namespace
 }  // namespace distgrad::dist_autograd
