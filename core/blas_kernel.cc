@@ -20,22 +20,22 @@ namespace distgrad {
 // Note [Choosing the BLAS kernels]
 // OpenBLAS built with DYNAMIC_ARCH (Debian's) carries kernels for every x86-64 core type and
 // picks one when it loads, from the CPU's vendor, family and model. A model newer than the
-// release gets an older core type: 0.3.21 runs its SSE3 Prescott kernels on Sapphire Rapids
-// Xeons and its AVX2 Haswell ones on AVX-512 EPYCs (sgemm at a quarter and at half of the
-// SkylakeX kernels' speed, docs/benchmarks.md#blas-kernels). distgrad instead ranks the core
-// types by the instruction sets their kernels need (AVX-512 F/CD/BW/DQ/VL for SkylakeX, AVX2
-// and FMA for Haswell, AVX for Sandybridge), asks the CPU which of them it and the OS support
-// (__builtin_cpu_supports reads cpuid and XCR0), and when OpenBLAS chose a lower rank it
-// switches: `gotoblas_dynamic_quit` forgets the choice and `gotoblas_dynamic_init` makes it
-// again, reading OPENBLAS_CORETYPE, which is set only for that call. This runs while the
-// library loads (a static initializer beside the CPU gemm, in core/cpu/cpu_kernels.cc), before any product, while the
-// process has one thread of its own (OpenBLAS's pool sleeps and reads no environment). The new kernels must then
-// reproduce a plain sum on a few shapes (detail::first_wrong_product); if they do not,
-// OpenBLAS's own choice is restored and the warning says why. A user's OPENBLAS_CORETYPE is
-// left alone, with a warning when it names a core type below the CPU's (or one OpenBLAS does
-// not know: it then runs Prescott's). The warning waits for the first product, so programs that
-// multiply no matrices (distgrad-run, distgrad-trace) never print it. Both functions are looked up with dlsym: an
-// OpenBLAS built for one core type has neither and keeps its kernels.
+// release gets an older core type: 0.3.21 runs its SSE3 Prescott kernels on Sapphire Rapids-era
+// Xeons (sgemm at a fifth of the SkylakeX kernels' speed, docs/benchmarks.md#blas-kernels).
+// distgrad instead ranks the core types by the instruction sets their kernels need (AVX-512
+// F/CD/BW/DQ/VL for SkylakeX, AVX2 and FMA for Haswell, AVX for Sandybridge), asks the CPU which
+// of them it and the OS support (__builtin_cpu_supports reads cpuid and XCR0), and when OpenBLAS
+// chose a lower rank it switches: `gotoblas_dynamic_quit` forgets the choice and
+// `gotoblas_dynamic_init` makes it again, reading OPENBLAS_CORETYPE, which is set only for that
+// call. This runs while the library loads (a static initializer beside the CPU gemm, in
+// core/cpu/cpu_kernels.cc), before any product, while the process has one thread of its own
+// (OpenBLAS's pool sleeps and reads no environment). The new kernels must then reproduce a plain
+// sum on a few shapes (detail::first_wrong_product); if they do not, OpenBLAS's own choice is
+// restored and the warning says why. A user's OPENBLAS_CORETYPE is left alone, with a warning
+// when the core type OpenBLAS runs under it is below the CPU's (0.3.21 runs its own choice for a
+// name it does not know). The warning waits for the first product, so programs that multiply no
+// matrices (distgrad-run, distgrad-trace) never print it. Both OpenBLAS functions are looked up
+// with dlsym: an OpenBLAS built for one core type has neither and keeps its kernels.
 
 namespace {
 
@@ -67,20 +67,6 @@ std::string best_core_for_this_cpu() {
 }
 
 std::string openblas_core() { return openblas_get_corename(); }
-
-CBLAS_TRANSPOSE cblas_transpose(bool transpose) { return transpose ? CblasTrans : CblasNoTrans; }
-
-void openblas_sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
-                    const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, cblas_transpose(transpose_a), cblas_transpose(transpose_b), m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
-}
-
-void openblas_dgemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a, int lda,
-                    const double* b, int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, cblas_transpose(transpose_a), cblas_transpose(transpose_b), m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
-}
 
 // Rank 0 of a job, or a process outside one: the first of the launchers' rank variables set.
 bool printed_by_this_rank() {
@@ -120,7 +106,7 @@ BlasKernel choose_blas_kernel() {
     blas.warning = fallback_warning(blas, detail::str_cat("this OpenBLAS has no ", blas.best_core_for_cpu, " kernels"));
     return blas;
   }
-  blas.self_check_failure = detail::first_wrong_product(openblas_sgemm, openblas_dgemm);
+  blas.self_check_failure = detail::first_wrong_product(detail::openblas_sgemm, detail::openblas_dgemm);
   if (!blas.self_check_failure.empty()) {
     detail::use_openblas_core("");
     blas.core = openblas_core();
@@ -228,7 +214,21 @@ const OpenBlasDynamicArch& openblas_dynamic_arch() {
   return functions;
 }
 
+CBLAS_TRANSPOSE cblas_transpose(bool transpose) { return transpose ? CblasTrans : CblasNoTrans; }
+
 }  // namespace
+
+void openblas_sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, cblas_transpose(transpose_a), cblas_transpose(transpose_b), m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+void openblas_dgemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a, int lda,
+                    const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, cblas_transpose(transpose_a), cblas_transpose(transpose_b), m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
 
 bool openblas_can_switch_cores() {
   return openblas_dynamic_arch().quit != nullptr && openblas_dynamic_arch().init != nullptr;

@@ -63,10 +63,16 @@ using SgemmFunction = void (*)(bool transpose_a, bool transpose_b, int m, int n,
 using DgemmFunction = void (*)(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a,
                                int lda, const double* b, int ldb, double beta, double* c, int ldc);
 
+// OpenBLAS's cblas_sgemm and cblas_dgemm in these forms.
+void openblas_sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc);
+void openblas_dgemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a, int lda,
+                    const double* b, int ldb, double beta, double* c, int ldc);
+
 // Runs sgemm and dgemm on a few shapes (small ones and ones past OpenBLAS's small-matrix
-// paths, each transpose) and compares every element with a sum in long double. Returns ""
-// when all agree within rounding, else the first disagreement ("sgemm 160x130x70, A
-// transposed: C[3,4] = 1.25, expected 0.8125").
+// paths, each transpose) and compares every element with a sum in double, within a bound of
+// rounding. Returns "" when all agree, else the first disagreement ("sgemm 101x103x97, A
+// transposed: C[5,7] = 1.25, expected 0.8125").
 std::string first_wrong_product(SgemmFunction sgemm, DgemmFunction dgemm);
 
 }  // namespace detail

@@ -20,21 +20,20 @@
 #include "launcher/worker_env.h"
 #include "launcher/worker_group.h"
 #include "rendezvous/store.h"
+#include "rendezvous/world.h"
 #include "trace/merge.h"
 
 namespace dl = distgrad::launcher;
 
 namespace {
 
-std::optional<std::string> lookup(std::string_view name) {
-  const char* value = std::getenv(std::string(name).c_str());
-  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-}
-
 // The job's secret: DISTGRAD_TOKEN when set (every node of a multi-node job must share it),
 // else a fresh random one for this single-node job.
 std::string job_token(const dl::LaunchOptions& options) {
-  if (std::optional<std::string> token = lookup("DISTGRAD_TOKEN"); token && !token->empty()) return *token;
+  if (std::optional<std::string> token = distgrad::rendezvous::process_environment("DISTGRAD_TOKEN");
+      token && !token->empty()) {
+    return *token;
+  }
   DISTGRAD_CHECK(options.nnodes == 1, "distgrad-run: a job of ", options.nnodes,
                  " nodes needs DISTGRAD_TOKEN set to the same secret on every node (e.g. from openssl rand -hex 16)");
   std::random_device random;
@@ -118,7 +117,8 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the launcher and orphan the workers
   dl::LaunchOptions options;
   try {
-    options = dl::parse_launch_options(std::vector<std::string>(argv + 1, argv + argc), &lookup);
+    options = dl::parse_launch_options(std::vector<std::string>(argv + 1, argv + argc),
+                                       &distgrad::rendezvous::process_environment);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\nusage: distgrad-run [options] program [args...] (distgrad-run --help)\n", error.what());
     return 2;

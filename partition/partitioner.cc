@@ -45,7 +45,8 @@ std::vector<int> DimPartitioner::worker_list() const {
     }
     workers.push_back(*rank);
   }
-  // Lost workers leave the list for the rest of the job (Note [Reissued partitions] in partition/reissue.h).
+  // Lost workers leave the list for the rest of the job (Note [Reissued partitions] in
+  // partition/reissue.h).
   const std::vector<int> lost = rpc::lost_workers();
   if (lost.empty()) return workers;
   std::vector<int> live;

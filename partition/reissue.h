@@ -20,9 +20,11 @@
 // for bit. The failed call's SendBackward stays in the context, unused: no gradient comes for it.
 // The reissue runs on the thread that completed the failed call (a continuation), which only
 // encodes and sends. A call whose context was released meanwhile (the caller gave up on it) is
-// not reissued: the new call would leave a context on its callee that nothing releases. Not covered: a lost worker's
-// own nested calls (their state stays on the workers it called until the context is released), and a worker lost during
-// the backward pass (the pass fails naming it; the driver may rerun the iteration, without it).
+// not reissued: the new call would leave a context on its callee that nothing releases.
+//
+// Not covered: a lost worker's own nested calls (their state stays on the workers it called
+// until the context is released), and a worker lost during the backward pass (the pass fails
+// naming it; the driver may rerun the iteration, without it).
 #pragma once
 
 #include <cstdio>

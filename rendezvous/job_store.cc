@@ -66,10 +66,10 @@ std::vector<std::string> JobStore::rank_keys(std::string_view scope, std::string
 void JobStore::leave(std::string_view scope, std::chrono::milliseconds timeout, const std::vector<int>& gone) {
   client_.set(key(scope, "left/" + std::to_string(world_.rank)), "1");
   if (!server_) return;
+  const std::vector<std::string> left = rank_keys(scope, "left");
   std::vector<std::string> staying;
   for (int rank = 0; rank < world_.world_size; ++rank) {
-    if (std::find(gone.begin(), gone.end(), rank) == gone.end())
-      staying.push_back(key(scope, "left/" + std::to_string(rank)));
+    if (std::find(gone.begin(), gone.end(), rank) == gone.end()) staying.push_back(left[rank]);
   }
   client_.wait_for(staying, timeout);
 }

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -22,17 +21,11 @@ std::atomic<bool> notice_arrived{false};
 
 void record_notice(int) { notice_arrived.store(true, std::memory_order_relaxed); }
 
-std::optional<std::string> process_env(std::string_view name) {
-  const char* value = std::getenv(std::string(name).c_str());
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
 }  // namespace
 
 int requeue_signal(const EnvLookup& getenv) {
   const std::optional<std::string> given = getenv("DISTGRAD_REQUEUE_SIGNAL");
-  if (!given) return SIGUSR1;
+  if (!given || given->empty()) return SIGUSR1;
   int number = 0;
   if (absl::SimpleAtoi(*given, &number) && number > 0 && number < NSIG) return number;
   std::string name = absl::AsciiStrToUpper(*given);
@@ -45,7 +38,7 @@ int requeue_signal(const EnvLookup& getenv) {
                 "number)");
 }
 
-int watch_for_preemption() { return watch_for_preemption(requeue_signal(process_env)); }
+int watch_for_preemption() { return watch_for_preemption(requeue_signal(process_environment)); }
 
 int watch_for_preemption(int signal) {
   struct sigaction action {};
@@ -64,12 +57,13 @@ std::string slurm_job_to_requeue(const EnvLookup& getenv) {
   const std::optional<std::string> array_task = getenv("SLURM_ARRAY_TASK_ID");
   if (array_job && array_task) return *array_job + "_" + *array_task;
   const std::optional<std::string> job = getenv("SLURM_JOB_ID");
-  DISTGRAD_CHECK(job.has_value(), "requeue_slurm_job: this process is not in a Slurm job (SLURM_JOB_ID is unset)");
+  DISTGRAD_CHECK(job.has_value() && !job->empty(),
+                 "requeue_slurm_job: this process is not in a Slurm job (SLURM_JOB_ID is unset)");
   return *job;
 }
 
 void requeue_slurm_job() {
-  const std::string job = slurm_job_to_requeue(process_env);
+  const std::string job = slurm_job_to_requeue(process_environment);
   const std::string command = "scontrol requeue " + job + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   DISTGRAD_CHECK(pipe != nullptr, "requeue_slurm_job: cannot run '", command, "': ", std::strerror(errno));

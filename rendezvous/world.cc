@@ -243,6 +243,12 @@ int slurm_master_port(const Environment& env) {
 
 }  // namespace
 
+std::optional<std::string> process_environment(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
 std::string getenv_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
@@ -306,11 +312,7 @@ WorldInfo read_world_info(const EnvLookup& getenv) {
 }
 
 const WorldInfo& world_info() {
-  static const WorldInfo info = read_world_info([](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  });
+  static const WorldInfo info = read_world_info(process_environment);
   return info;
 }
 

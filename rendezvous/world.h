@@ -41,6 +41,9 @@ struct WorldInfo {
 // Looks up an environment variable: its value, or nullopt when it is not set.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
 
+// The process's own environment as an EnvLookup: a variable's value, nullopt when unset.
+std::optional<std::string> process_environment(std::string_view name);
+
 // The value of environment variable `name`, or `fallback` when it is unset or empty.
 std::string getenv_or(const char* name, const std::string& fallback);
 

@@ -103,7 +103,8 @@ std::vector<int> WorkerDirectory::missing_ranks(const std::string& name,
 void WorkerDirectory::wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what,
                                         const std::function<void(int rank)>& check_alive) {
   store_->client().set(store_->key("rpc", name + "/" + std::to_string(world_.rank)), "1");
-  std::vector<std::string> keys = store_->rank_keys("rpc", name);
+  const std::vector<std::string> every_rank = store_->rank_keys("rpc", name);
+  std::vector<std::string> keys = every_rank;  // of the ranks not recorded lost
   const auto start = Clock::now();
   for (;;) {
     const auto left = timeout.count() > 0
@@ -115,9 +116,8 @@ void WorkerDirectory::wait_for_everyone(const std::string& name, std::chrono::mi
     std::vector<int> ranks = missing_ranks(name, missing);
     const std::vector<int> lost = recorded_lost();
     if (!lost.empty()) {
-      const std::vector<std::string> all = store_->rank_keys("rpc", name);
       for (int rank : lost) {
-        keys.erase(std::remove(keys.begin(), keys.end(), all[rank]), keys.end());
+        keys.erase(std::remove(keys.begin(), keys.end(), every_rank[rank]), keys.end());
         ranks.erase(std::remove(ranks.begin(), ranks.end(), rank), ranks.end());
       }
       if (ranks.empty()) return;

@@ -92,17 +92,8 @@ TEST(BlasKernel, OpenblasCoretypeIsHonouredAndWarnedAboutOnRankZeroWhenBelowTheC
   EXPECT_NE(rank_one.find("core=Sandybridge"), std::string::npos) << rank_one;
 }
 
-void openblas_sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
-                    const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void openblas_dgemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a, int lda,
-                    const double* b, int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
-}
+using detail::openblas_dgemm;
+using detail::openblas_sgemm;
 
 // sgemm that gets one element of the transposed-A products past the small-matrix size wrong.
 void sgemm_with_one_wrong_element(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,

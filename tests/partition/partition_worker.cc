@@ -439,6 +439,20 @@ void check_equal(const Tensor& actual, const Tensor& expected, const std::string
   check(difference == 0, message.str());
 }
 
+// Requires `survivors` to hold no distributed autograd context within 10 s (releases travel
+// without being waited for).
+void expect_no_context_on(const std::vector<int>& survivors) {
+  using namespace std::chrono_literals;
+  for (int rank : survivors) {
+    const auto waiting = std::chrono::steady_clock::now();
+    while (dg::rpc::rpc_sync(rank, live_contexts) != 0) {
+      check(std::chrono::steady_clock::now() - waiting < 10s,
+            dg::get_worker_name(rank) + " still holds a context after 10 s");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+}
+
 // The world of 4 (ranks 0-3) loses worker3, then worker2, each killed by the task it was sent in
 // a parallelized MAML step's forward. Without the policy the call fails naming worker3; with it
 // the lost workers' partitions go to live workers and the step's loss and meta-gradients are an
@@ -476,6 +490,16 @@ void lost_workers() {
   check_equal(loss, undisturbed_loss, "the meta-loss");
   for (const auto& [name, gradient] : gradients) check_equal(gradient, undisturbed_gradients.at(name), name);
   check(dg::rpc::lost_workers() == std::vector<int>{2, 3}, "worker2 and worker3 are recorded lost");
+  namespace testing = dg::rpc::testing;
+  testing::require_contains(
+      testing::expect_error(
+          "a partitioner of lost workers only",
+          [&] {
+            dg::parallelize(doubled_with_rank, dg::dim_partitioner(0, {.workers = {2, 3}}))(batch(2, 1));
+          }),
+      "dim_partitioner: every worker it may use is lost (worker2, worker3)", "the error");
+  testing::require_contains(testing::expect_error("a lost rank out of the world", [] { dg::rpc::mark_worker_lost(4); }),
+                            "mark_worker_lost: expected a rank of this world of 4, found 4", "the error");
 
   const auto samples = dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(batch(6, 1));
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -483,13 +507,7 @@ void lost_workers() {
                                                                std::to_string(samples[i].first) + ", not rank " +
                                                                std::to_string(i % 2) + " of the live workers 0 and 1");
   }
-  for (int rank : {0, 1}) {
-    const auto waiting = std::chrono::steady_clock::now();
-    while (dg::rpc::rpc_sync(rank, live_contexts) != 0) {
-      check(std::chrono::steady_clock::now() - waiting < 10s, "a survivor still holds a context after 10 s");
-      std::this_thread::sleep_for(1ms);
-    }
-  }
+  expect_no_context_on({0, 1});
   std::printf(
       "lost_workers: without the policy the step failed naming worker3; with it the step equals the "
       "undisturbed one, worker2 and worker3 are lost, the next call used ranks 0 and 1 only, and the "
@@ -520,13 +538,7 @@ void abandoned_call() {
     check(error.code() == dg::rpc::StatusCode::kUnavailable, std::string("UNAVAILABLE: ") + error.what());
   }
   check(dg::rpc::lost_workers() == std::vector<int>{2}, "worker2 is recorded lost");
-  for (int rank : {0, 1}) {
-    const auto waiting = std::chrono::steady_clock::now();
-    while (dg::rpc::rpc_sync(rank, live_contexts) != 0) {
-      check(std::chrono::steady_clock::now() - waiting < 10s, "a survivor still holds a context after 10 s");
-      std::this_thread::sleep_for(1ms);
-    }
-  }
+  expect_no_context_on({0, 1});
   std::printf("abandoned_call: not reissued, UNAVAILABLE naming worker2, no context left\n");
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -26,6 +27,7 @@ EnvLookup environment(std::map<std::string, std::string> variables) {
 
 TEST(Preemption, TheRequeueSignalIsUsr1OrTheOneTheEnvironmentNames) {
   EXPECT_EQ(requeue_signal(environment({})), SIGUSR1);
+  EXPECT_EQ(requeue_signal(environment({{"DISTGRAD_REQUEUE_SIGNAL", ""}})), SIGUSR1);
   EXPECT_EQ(requeue_signal(environment({{"DISTGRAD_REQUEUE_SIGNAL", "USR2"}})), SIGUSR2);
   EXPECT_EQ(requeue_signal(environment({{"DISTGRAD_REQUEUE_SIGNAL", "sigterm"}})), SIGTERM);
   EXPECT_EQ(requeue_signal(environment({{"DISTGRAD_REQUEUE_SIGNAL", "10"}})), 10);
@@ -49,6 +51,19 @@ TEST(Preemption, ARequeueNamesTheJobOrTheArrayTask) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("not in a Slurm job (SLURM_JOB_ID is unset)"));
   }
+}
+
+// scontrol fails for a job no controller knows (or is not installed): the error names the command
+// and carries its output.
+TEST(Preemption, AFailedRequeueNamesTheCommand) {
+  ASSERT_EQ(setenv("SLURM_JOB_ID", "999999", 1), 0);
+  try {
+    requeue_slurm_job();
+    ADD_FAILURE() << "requeueing job 999999 must fail";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("requeue_slurm_job: 'scontrol requeue 999999' failed (status "));
+  }
+  unsetenv("SLURM_JOB_ID");
 }
 
 TEST(Preemption, ANoticeIsRecordedWhenItsSignalArrives) {

@@ -264,10 +264,7 @@ TEST(WorldInfo, RejectsBadMasterSettings) {
 }
 
 TEST(WorldInfo, ProcessWorldMatchesTheEnvironmentAndIsCached) {
-  WorldInfo expected = read_world_info([](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    return value == nullptr ? std::nullopt : std::optional<std::string>(value);
-  });
+  WorldInfo expected = read_world_info(process_environment);
   const WorldInfo& world = world_info();
   EXPECT_EQ(&world, &world_info());
   expect_world(world, expected.rank, expected.world_size, expected.local_rank, expected.local_world_size);
