@@ -14,7 +14,8 @@ using autograd::Node;
 namespace {
 
 constexpr int kWorkerIdShift = 48;
-constexpr int64_t kCounterMask = (int64_t{1} << kWorkerIdShift) - 1;
+constexpr int kIncarnationShift = 40;
+constexpr int64_t kCounterMask = (int64_t{1} << kIncarnationShift) - 1;
 
 thread_local ContextScope::ThreadState thread_state;
 
@@ -150,7 +151,9 @@ ContextContainer& ContextContainer::instance() {
   return *container;
 }
 
-int64_t ContextContainer::worker_prefix() const { return int64_t{rpc::get_rank()} << kWorkerIdShift; }
+int64_t ContextContainer::worker_prefix() const {
+  return int64_t{rpc::get_rank()} << kWorkerIdShift | (rpc::incarnation() & 0xff) << kIncarnationShift;
+}
 
 ContextPtr ContextContainer::create() {
   const int64_t id = worker_prefix() | (next_context_.fetch_add(1) & kCounterMask);

@@ -7,7 +7,8 @@
 // release reaches all of them) and the backward pass running in it (dist_autograd/
 // backward_pass.h), which its RecvBackward nodes reach through it. One mutex guards all of it.
 //
-// Ids are `worker_id << 48 | counter`, unique across the job without coordination. The current
+// Ids are `worker_id << 48 | incarnation << 40 | counter`, unique across the job without
+// coordination (the incarnation counts a worker's rejoins: rpc::incarnation()). The current
 // context of a thread is set by ContextScope (the driver's autograd::Context, the handler of a
 // call made inside a context), with the place of the thread's calls in the context's order
 // (Note [Call order], dist_autograd/call_order.h).

@@ -22,9 +22,10 @@ int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::functi
   bool main_failed = false;
   try {
     init_rpc(options);
-    barrier();
+    const bool rejoined = rejoined_world();  // past the others' start barriers (Note [Rejoining workers])
+    if (!rejoined) barrier();
     if (worker_init_fn) worker_init_fn();
-    barrier();
+    if (!rejoined) barrier();
     try {
       if (main) main();
     } catch (const std::exception& error) {

@@ -27,7 +27,8 @@ void init_rpc(const RpcOptions& options = {});
 // graceful shutdown (API.md §5). Returns 0, or 1 after printing "[workerN] error: ..." when
 // something threw. An exception from main still ends in the graceful shutdown, so the other
 // ranks finish cleanly (torch's `try: main() finally: rpc.shutdown()`); one from init, the
-// barriers or worker_init_fn leaves at once (the others then see this worker as gone).
+// barriers or worker_init_fn leaves at once (the others then see this worker as gone). A worker
+// that rejoined a running world (Note [Rejoining workers] in rpc/agent.cc) skips the barriers.
 int auto_init_rpc(const std::function<void()>& worker_init_fn, const std::function<void()>& main,
                   const RpcOptions& options = {});
 

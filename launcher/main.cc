@@ -1,8 +1,11 @@
 // distgrad-run: starts the workers of one node of a job, as torchrun does (launcher/options.h
 // for the command line, launcher/worker_group.h for what happens to the workers). Node rank 0
-// hosts the rendezvous Store, which outlives worker restarts. Exit code: 0 when every worker
+// hosts the rendezvous Store, which outlives worker restarts; an elastic job runs
+// launcher/elastic_agent.h instead. Exit code: 0 when every worker
 // succeeded; the first failure's code (128 + signal for a signal) otherwise; 2 for a bad
 // command line; 128 + the signal when the launcher was interrupted.
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -15,10 +18,13 @@
 
 #include "core/cuda.h"
 #include "core/error.h"
+#include "launcher/elastic_agent.h"
 #include "launcher/job_status.h"
 #include "launcher/options.h"
 #include "launcher/worker_env.h"
 #include "launcher/worker_group.h"
+#include "rendezvous/net_util.h"
+#include "rendezvous/state_backend.h"
 #include "rendezvous/store.h"
 #include "rendezvous/world.h"
 #include "trace/merge.h"
@@ -34,6 +40,11 @@ std::string job_token(const dl::LaunchOptions& options) {
       token && !token->empty()) {
     return *token;
   }
+  DISTGRAD_CHECK(!options.elastic() || distgrad::rendezvous::is_loopback_host(
+                                           distgrad::rendezvous::split_host_port(options.rdzv_endpoint).host),
+                 "distgrad-run: an elastic job whose rendezvous is not on loopback (", options.rdzv_endpoint,
+                 ") needs DISTGRAD_TOKEN set to the same secret on every node (e.g. from openssl rand -hex 16)");
+  if (options.elastic()) return "";  // loopback only: the Stores then take no token
   DISTGRAD_CHECK(options.nnodes == 1, "distgrad-run: a job of ", options.nnodes,
                  " nodes needs DISTGRAD_TOKEN set to the same secret on every node (e.g. from openssl rand -hex 16)");
   std::random_device random;
@@ -70,6 +81,39 @@ void merge_trace(const std::string& directory, bool print_statistics) {
   }
 }
 
+// Runs this node's part of an elastic job (launcher/elastic_agent.h) with `group` resolved.
+int launch_elastic(const dl::LaunchOptions& options, const dl::GroupInfo& group) {
+  DISTGRAD_CHECK(!options.trace_dir,
+                 "distgrad-run: --trace is not supported with an elastic rendezvous (--rdzv-backend ",
+                 options.rdzv_backend, "): the nodes of the last round would each hold a part of the trace");
+  const auto [endpoint_host, endpoint_port] = distgrad::rendezvous::split_host_port(options.rdzv_endpoint);
+  const std::string local_addr =
+      options.local_addr.value_or(distgrad::rendezvous::local_address_towards(endpoint_host, endpoint_port));
+  // A backend call may take as long as a node may stay silent (5 s at least); reaching a c10d
+  // Store that another node's launcher has yet to start may take the join timeout.
+  const auto timeout = std::max<std::chrono::milliseconds>(options.rdzv_conf.silence_limit(), std::chrono::seconds(5));
+  std::unique_ptr<distgrad::rendezvous::StoreServer> rendezvous_store;
+  std::unique_ptr<distgrad::rendezvous::StateBackend> backend;
+  if (options.rdzv_backend == "etcd") {
+    backend = distgrad::rendezvous::etcd_backend(options.rdzv_endpoint, options.run_id, timeout);
+  } else {
+    // As torchrun's c10d backend: the launcher on the endpoint's host serves the Store there,
+    // unless another launcher on that host already does (the port is taken).
+    if ((distgrad::rendezvous::is_loopback_host(endpoint_host) || endpoint_host == local_addr) &&
+        distgrad::rendezvous::port_is_free(endpoint_host, endpoint_port)) {
+      try {
+        rendezvous_store =
+            std::make_unique<distgrad::rendezvous::StoreServer>(endpoint_host, endpoint_port, group.token);
+      } catch (const distgrad::Error&) {  // another launcher on this host bound it since: it serves
+      }
+    }
+    auto client = std::make_unique<distgrad::rendezvous::StoreClient>(options.rdzv_endpoint, group.token, timeout);
+    client->wait_until_reachable(options.rdzv_conf.join_timeout);
+    backend = distgrad::rendezvous::store_backend(std::move(client), options.run_id);
+  }
+  return dl::ElasticAgent(options, group, std::move(backend), rendezvous_store != nullptr, local_addr).run();
+}
+
 int launch(const dl::LaunchOptions& options) {
   dl::GroupInfo group;
   group.nproc_per_node = dl::workers_per_node(
@@ -84,6 +128,7 @@ int launch(const dl::LaunchOptions& options) {
                    "PYTHONUNBUFFERED=1); --no-line-buffered silences this\n");
     }
   }
+  if (options.elastic()) return launch_elastic(options, group);
   group.master_port = options.master_port;
   std::unique_ptr<distgrad::rendezvous::StoreServer> store;
   if (options.node_rank == 0) {

@@ -1,6 +1,8 @@
 #include "launcher/options.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -26,24 +28,49 @@ int to_int(const std::string& value, const std::string& source, int minimum) {
   return parsed;
 }
 
-// "N" or "N:N"; a real range needs elastic rendezvous, which distgrad-run does not do.
-int to_nnodes(const std::string& value, const std::string& source) {
+// "N" or "MIN:MAX" into options.nnodes and options.max_nnodes.
+void set_nnodes(LaunchOptions& options, const std::string& value, const std::string& source) {
   const std::vector<std::string> parts = absl::StrSplit(value, ':');
   DISTGRAD_CHECK(parts.size() <= 2, "distgrad-run: ", source, "=", value, " is not N or MIN:MAX");
-  const int minimum = to_int(parts[0], source, 1);
-  if (parts.size() == 2) {
-    const int maximum = to_int(parts[1], source, 1);
-    DISTGRAD_CHECK(minimum == maximum, "distgrad-run: ", source, "=", value,
-                   ": elastic ranges (MIN:MAX with MIN != MAX) are not supported; only static "
-                   "rendezvous, N or N:N nodes");
+  options.nnodes = to_int(parts[0], source, 1);
+  options.max_nnodes = parts.size() == 2 ? to_int(parts[1], source, 1) : options.nnodes;
+  DISTGRAD_CHECK(options.nnodes <= options.max_nnodes, "distgrad-run: ", source, "=", value, ": MIN is above MAX");
+}
+
+// A number of seconds (> 0) into milliseconds.
+std::chrono::milliseconds to_duration(const std::string& value, const std::string& source) {
+  double seconds = 0;
+  DISTGRAD_CHECK(absl::SimpleAtod(value, &seconds) && seconds > 0, "distgrad-run: ", source, "=", value,
+                 " is not a positive number of seconds");
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+// "key=value,..." with torchrun's keys for the dynamic rendezvous.
+void set_rdzv_conf(rendezvous::ElasticSettings& settings, const std::string& value, const std::string& source) {
+  const std::vector<std::string> entries = absl::StrSplit(value, ',', absl::SkipEmpty());
+  for (const std::string& entry : entries) {
+    const std::vector<std::string> key_value = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    DISTGRAD_CHECK(key_value.size() == 2, "distgrad-run: ", source, ": ", entry, " is not key=value");
+    const std::string& key = key_value[0];
+    const std::string item = source + " " + key;
+    if (key == "join_timeout") {
+      settings.join_timeout = to_duration(key_value[1], item);
+    } else if (key == "last_call_timeout") {
+      settings.last_call_timeout = to_duration(key_value[1], item);
+    } else if (key == "keep_alive_interval") {
+      settings.keep_alive_interval = to_duration(key_value[1], item);
+    } else if (key == "keep_alive_max_attempt") {
+      settings.keep_alive_max_attempt = to_int(key_value[1], item, 1);
+    } else {
+      DISTGRAD_FAIL("distgrad-run: ", source, ": unknown key ", key,
+                    " (known: join_timeout, last_call_timeout, keep_alive_interval, keep_alive_max_attempt)");
+    }
   }
-  return minimum;
 }
 
 const std::map<std::string, Flag>& flags() {
   static const auto* table = new std::map<std::string, Flag>{
-      {"nnodes",
-       {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { o.nnodes = to_nnodes(v, s); }}},
+      {"nnodes", {true, &set_nnodes}},
       {"nproc_per_node",
        {true,
         [](LaunchOptions& o, const std::string& v, const std::string& s) {
@@ -65,6 +92,12 @@ const std::map<std::string, Flag>& flags() {
        {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { o.max_restarts = to_int(v, s, 0); }}},
       {"tolerate_lost_workers",
        {false, [](LaunchOptions& o, const std::string&, const std::string&) { o.tolerate_lost_workers = true; }}},
+      {"max_rejoins",
+       {true,
+        [](LaunchOptions& o, const std::string& v, const std::string& s) {
+          o.max_rejoins = to_int(v, s, 0);
+          o.tolerate_lost_workers |= o.max_rejoins > 0;
+        }}},
       {"monitor_interval",
        {true,
         [](LaunchOptions& o, const std::string& v, const std::string& s) {
@@ -82,6 +115,20 @@ const std::map<std::string, Flag>& flags() {
       {"tee", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.tee = v; }}},
       {"role", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.role = v; }}},
       {"run_id", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.run_id = v; }}},
+      {"rdzv_id", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.run_id = v; }}},
+      {"rdzv_backend",
+       {true,
+        [](LaunchOptions& o, const std::string& v, const std::string& s) {
+          const std::string lower = absl::AsciiStrToLower(v);
+          DISTGRAD_CHECK(lower == "static" || lower == "c10d" || lower == "etcd" || lower == "etcd-v2",
+                         "distgrad-run: ", s, "=", v, " is not a rendezvous backend (static, c10d or etcd)");
+          o.rdzv_backend = lower == "etcd-v2" ? "etcd" : lower;
+        }}},
+      {"rdzv_endpoint",
+       {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.rdzv_endpoint = v; }}},
+      {"rdzv_conf",
+       {true, [](LaunchOptions& o, const std::string& v, const std::string& s) { set_rdzv_conf(o.rdzv_conf, v, s); }}},
+      {"local_addr", {true, [](LaunchOptions& o, const std::string& v, const std::string&) { o.local_addr = v; }}},
       {"no_line_buffered",
        {false, [](LaunchOptions& o, const std::string&, const std::string&) { o.line_buffered = false; }}},
   };
@@ -138,10 +185,23 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const r
   }
   options.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   DISTGRAD_CHECK(!options.program.empty(), "distgrad-run: expected a program to run after the options, found none");
-  DISTGRAD_CHECK(options.node_rank < options.nnodes, "distgrad-run: --node-rank ", options.node_rank,
-                 " is not below --nnodes ", options.nnodes);
-  DISTGRAD_CHECK(!options.standalone || options.nnodes == 1,
+  DISTGRAD_CHECK(!options.standalone || options.max_nnodes == 1,
                  "distgrad-run: --standalone runs one node, but --nnodes is ", options.nnodes);
+  if (!options.elastic()) {
+    DISTGRAD_CHECK(options.nnodes == options.max_nnodes, "distgrad-run: --nnodes ", options.nnodes, ":",
+                   options.max_nnodes,
+                   " is an elastic range, which needs an elastic rendezvous (--rdzv-backend c10d or etcd)");
+    DISTGRAD_CHECK(options.node_rank < options.nnodes, "distgrad-run: --node-rank ", options.node_rank,
+                   " is not below --nnodes ", options.nnodes);
+    return options;
+  }
+  DISTGRAD_CHECK(!options.rdzv_endpoint.empty(), "distgrad-run: --rdzv-backend ", options.rdzv_backend,
+                 " needs --rdzv-endpoint HOST[:PORT]");
+  if (options.rdzv_endpoint.find(':') == std::string::npos || options.rdzv_endpoint.ends_with(']')) {
+    options.rdzv_endpoint += options.rdzv_backend == "etcd" ? ":2379" : ":29400";
+  }
+  options.rdzv_conf.min_nodes = options.nnodes;
+  options.rdzv_conf.max_nodes = options.max_nnodes;
   return options;
 }
 
@@ -168,7 +228,7 @@ DISTGRAD_RUN_ID, DISTGRAD_TOKEN, and OMP_NUM_THREADS=1 unless set.
 
 options (torchrun's; '-' or '_' in names; --flag value or --flag=value; a flag not given falls
 back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
-  --nnodes N|N:N             nodes in the job (1); elastic MIN:MAX ranges are not supported
+  --nnodes N|MIN:MAX         nodes in the job (1); a MIN:MAX range needs an elastic rendezvous
   --nproc-per-node K|auto|cpu|gpu
                              workers on this node (1); auto: one per GPU, else per CPU core
   --node-rank R              this node's rank, 0 <= R < nnodes (0)
@@ -180,6 +240,10 @@ back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
                              running (for programs that outlive lost workers: map-reduce calls
                              with reissue_lost_partitions, docs/fault-tolerance.md); the job then
                              succeeds when the others do
+  --max-rejoins N            a worker other than rank 0 that fails or dies starts again into
+                             the running world, up to N times per worker, without the others
+                             restarting (implies --tolerate-lost-workers; the program rejoins
+                             with init_rpc: docs/fault-tolerance.md) (0)
   --monitor-interval S       seconds between checks of the workers (0.1)
   --log-dir D                where --redirects and --tee write the logs: each run in a new
                              directory D/<run-id>_XXXXXX (printed at the start), in it
@@ -191,7 +255,22 @@ back to PET_<FLAG>, e.g. PET_NPROC_PER_NODE):
   --redirects 0|1|2|3        send workers' stdout (1), stderr (2) or both (3) only to the logs
   --tee 0|1|2|3              copy them to the logs as well as to the console
   --role NAME                the workers' role (default)
-  --run-id ID                the job's id, shared by its nodes (none)
+  --run-id ID, --rdzv-id ID  the job's id, shared by its nodes (none)
+  --rdzv-backend static|c10d|etcd
+                             static (default): node ranks given, node 0 hosts the Store. c10d or
+                             etcd: an elastic job (docs/fault-tolerance.md): nodes join in rounds,
+                             ranks follow arrival, and nodes leaving or joining between MIN and MAX
+                             restart the workers with the new world (DISTGRAD_RESTART_COUNT = the
+                             round); c10d keeps the rendezvous in a Store that the launcher on the
+                             endpoint's host serves, etcd in an etcd server (its v3 API)
+  --rdzv-endpoint H[:P]      the elastic rendezvous: the Store's host (port 29400) or etcd's
+                             client address (port 2379)
+  --rdzv-conf K=V,...        join_timeout (600 s: how long a round may wait for MIN nodes),
+                             last_call_timeout (30 s: how long a first round waits for more nodes
+                             once MIN joined), keep_alive_interval (5 s), keep_alive_max_attempt
+                             (3: heartbeats missed before a node counts as gone)
+  --local-addr A             the address other nodes reach this node's Store at (by default the
+                             one this host uses towards the rendezvous endpoint)
   --no-line-buffered         leave the workers' stdout buffering alone; by default the workers
                              run with coreutils' libstdbuf preloaded for line-buffered stdout
                              (as stdbuf -oL) and PYTHONUNBUFFERED=1 unless set

@@ -29,17 +29,20 @@ std::map<std::string, std::string> worker_environment(const LaunchOptions& optio
                                                       int local_rank, std::map<std::string, std::string> env) {
   DISTGRAD_CHECK(local_rank >= 0 && local_rank < group.nproc_per_node, "distgrad-run: local rank ", local_rank,
                  " is outside the ", group.nproc_per_node, " workers of this node");
-  const int rank = options.node_rank * group.nproc_per_node + local_rank;
-  const int world_size = options.nnodes * group.nproc_per_node;
+  const NodePlacement placement =
+      group.placement.value_or(NodePlacement{options.node_rank, options.node_rank * group.nproc_per_node,
+                                             options.nnodes * group.nproc_per_node, options.master_addr});
+  const int rank = placement.first_rank + local_rank;
+  const int world_size = placement.world_size;
   env["RANK"] = std::to_string(rank);
   env["LOCAL_RANK"] = std::to_string(local_rank);
   env["WORLD_SIZE"] = std::to_string(world_size);
   env["LOCAL_WORLD_SIZE"] = std::to_string(group.nproc_per_node);
-  env["GROUP_RANK"] = std::to_string(options.node_rank);
+  env["GROUP_RANK"] = std::to_string(placement.node_rank);
   env["ROLE_NAME"] = options.role;
   env["ROLE_RANK"] = std::to_string(rank);
   env["ROLE_WORLD_SIZE"] = std::to_string(world_size);
-  env["MASTER_ADDR"] = options.master_addr;
+  env["MASTER_ADDR"] = placement.master_addr;
   env["MASTER_PORT"] = std::to_string(group.master_port);
   env["DISTGRAD_RESTART_COUNT"] = std::to_string(group.restart_count);
   env["DISTGRAD_MAX_RESTARTS"] = std::to_string(options.max_restarts);

@@ -3,11 +3,20 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "launcher/options.h"
 
 namespace distgrad::launcher {
+
+// Where this node's workers sit in the world of one elastic round (launcher/elastic_agent.h).
+struct NodePlacement {
+  int node_rank = 0;
+  int first_rank = 0;  // the global rank of local rank 0
+  int world_size = 1;
+  std::string master_addr;  // of the Store the round's workers use
+};
 
 // What is fixed for one start of the worker group on this node.
 struct GroupInfo {
@@ -18,14 +27,18 @@ struct GroupInfo {
   // coreutils' libstdbuf.so to preload for line-buffered stdout (find_line_buffer_library), or
   // empty: none.
   std::string line_buffer_library;
+  // Set by an elastic round; otherwise the options' static --node-rank, --nnodes, --master-addr.
+  std::optional<NodePlacement> placement;
 };
 
-// The environment of local worker `local_rank`: `env` (the launcher's own) with these set: RANK = node_rank *
-// nproc_per_node + local_rank, LOCAL_RANK, WORLD_SIZE = nnodes * nproc_per_node, LOCAL_WORLD_SIZE, GROUP_RANK (the node
-// rank), ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DISTGRAD_RESTART_COUNT,
-// DISTGRAD_MAX_RESTARTS, DISTGRAD_RUN_ID, DISTGRAD_TOKEN, DISTGRAD_USE_AGENT_STORE=1 (the
-// launcher hosts the Store), DISTGRAD_TRACE with --trace, and OMP_NUM_THREADS=1 unless `env` sets
-// it. With `options.line_buffered`, see Note [Line-buffered workers].
+// The environment of local worker `local_rank`: `env` (the launcher's own) with these set: RANK
+// = node_rank * nproc_per_node + local_rank, LOCAL_RANK, WORLD_SIZE = nnodes * nproc_per_node,
+// LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, DISTGRAD_RESTART_COUNT, DISTGRAD_MAX_RESTARTS, DISTGRAD_RUN_ID,
+// DISTGRAD_TOKEN, DISTGRAD_USE_AGENT_STORE=1 (the launcher hosts the Store), DISTGRAD_TRACE with
+// --trace, and OMP_NUM_THREADS=1 unless `env` sets it. With a placement (an elastic round), RANK
+// is its first_rank + local_rank, and WORLD_SIZE, GROUP_RANK and MASTER_ADDR are its own. With
+// `options.line_buffered`, see Note [Line-buffered workers].
 std::map<std::string, std::string> worker_environment(const LaunchOptions& options, const GroupInfo& group,
                                                       int local_rank, std::map<std::string, std::string> env);
 

@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +19,7 @@
 
 #include "core/error.h"
 #include "launcher/job_status.h"
+#include "launcher/stop_signals.h"
 
 extern char** environ;
 
@@ -27,48 +27,6 @@ namespace distgrad::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The signal the launcher received (SIGINT or SIGTERM), or 0; set by the handler.
-volatile sig_atomic_t received_signal = 0;
-void remember_signal(int signal) { received_signal = signal; }
-
-// SIGUSR1 and SIGUSR2 received and not yet passed on to the workers; set by the handler.
-volatile sig_atomic_t usr1_to_forward = 0;
-volatile sig_atomic_t usr2_to_forward = 0;
-void remember_to_forward(int signal) { (signal == SIGUSR1 ? usr1_to_forward : usr2_to_forward) = 1; }
-
-// For its scope: remember_signal for SIGINT and SIGTERM (they stop the workers), and
-// remember_to_forward for SIGUSR1 and SIGUSR2 (preemption notices, passed on to the workers:
-// rendezvous/preemption.h) instead of their default, which would end the launcher.
-class StopSignals {
- public:
-  StopSignals() {
-    received_signal = 0;
-    usr1_to_forward = 0;
-    usr2_to_forward = 0;
-    install(SIGINT, &remember_signal, 0);
-    install(SIGTERM, &remember_signal, 1);
-    install(SIGUSR1, &remember_to_forward, 2);
-    install(SIGUSR2, &remember_to_forward, 3);
-  }
-  ~StopSignals() {
-    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  static constexpr std::array<int, 4> kSignals = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
-
-  void install(int signal, void (*handler)(int), size_t slot) {
-    struct sigaction action {};
-    action.sa_handler = handler;
-    sigemptyset(&action.sa_mask);
-    sigaction(signal, &action, &previous_[slot]);
-  }
-
-  std::array<struct sigaction, 4> previous_{};
-};
 
 // "0".."3" -> a mask of the std streams (bit 1 stdout, bit 2 stderr).
 int std_streams(const std::string& spec, const char* flag) {
@@ -127,70 +85,73 @@ WorkerGroup::WorkerGroup(LaunchOptions options, GroupInfo group, JobStatus* job)
 
 void WorkerGroup::start_attempt(int attempt) {
   group_.restart_count = attempt;
-  const std::map<std::string, std::string> base = own_environment();
-  std::filesystem::path attempt_log_dir;
   if (logged_streams_ != 0) {
     if (run_log_dir_.empty()) run_log_dir_ = make_run_log_dir(*options_.log_dir, options_.run_id);
-    attempt_log_dir = run_log_dir_ / ("attempt_" + std::to_string(attempt));
-    make_new_dir(attempt_log_dir);
+    attempt_log_dir_ = run_log_dir_ / ("attempt_" + std::to_string(attempt));
+    make_new_dir(attempt_log_dir_);
   }
   workers_.clear();
-  workers_.resize(group_.nproc_per_node);
-  for (int local_rank = 0; local_rank < group_.nproc_per_node; ++local_rank) {
-    Worker& worker = workers_[local_rank];
-    const std::map<std::string, std::string> env = worker_environment(options_, group_, local_rank, base);
-    worker.rank = std::stoi(env.at("RANK"));
-    int out_pipe[2], err_pipe[2];
-    DISTGRAD_CHECK(pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0,
-                   "distgrad-run: cannot create pipes: ", std::strerror(errno));
-    std::vector<std::string> env_text;
-    for (const auto& [name, value] : env) env_text.push_back(name + "=" + value);
-    std::vector<char*> envp, argv;
-    for (std::string& entry : env_text) envp.push_back(entry.data());
-    envp.push_back(nullptr);
-    for (std::string& arg : options_.program) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    const pid_t launcher = getpid();
-    const pid_t pid = fork();
-    DISTGRAD_CHECK(pid >= 0, "distgrad-run: cannot start a worker: ", std::strerror(errno));
-    if (pid == 0) {  // the worker: only async-signal-safe calls until exec (the Store runs threads)
-      setpgid(0, 0);
-      // The worker dies with the launcher, even a SIGKILLed one (this thread, which forks every
-      // worker, lives as long as the launcher).
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(1);  // it died before the line above
-      dup2(out_pipe[1], STDOUT_FILENO);
-      dup2(err_pipe[1], STDERR_FILENO);
-      execvpe(argv[0], argv.data(), envp.data());
-      constexpr char kCannotRun[] = "distgrad-run: cannot run (not found, or not executable): ";
-      (void)!write(STDERR_FILENO, kCannotRun, sizeof(kCannotRun) - 1);
-      (void)!write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
-      (void)!write(STDERR_FILENO, "\n", 1);
-      _exit(127);
-    }
-    setpgid(pid, pid);  // also here: no race with the child's own call
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    worker.pid = pid;
-    worker.running = true;
-    worker.out.fd = out_pipe[0];
-    worker.err.fd = err_pipe[0];
-    worker.err.is_stderr = true;
-    std::filesystem::path rank_log_dir;
-    if (logged_streams_ != 0) {
-      rank_log_dir = attempt_log_dir / std::to_string(local_rank);
-      make_new_dir(rank_log_dir);
-    }
-    for (Stream* stream : {&worker.out, &worker.err}) {
-      stream->rank = worker.rank;
-      fcntl(stream->fd, F_SETFL, fcntl(stream->fd, F_GETFL) | O_NONBLOCK);
-      const int bit = stream->is_stderr ? 2 : 1;
-      if (logged_streams_ & bit) {
-        const auto path = rank_log_dir / (stream->is_stderr ? "stderr.log" : "stdout.log");
-        stream->log = std::fopen(path.c_str(), "wx");  // a new file: nothing is overwritten
-        DISTGRAD_CHECK(stream->log != nullptr, "distgrad-run: cannot write ", path.string(), ": ",
-                       std::strerror(errno));
-      }
+  rejoins_.assign(group_.nproc_per_node, 0);
+  to_rejoin_.clear();
+  for (int local_rank = 0; local_rank < group_.nproc_per_node; ++local_rank) start_worker(local_rank, 0);
+}
+
+void WorkerGroup::start_worker(int local_rank, int rejoin) {
+  std::map<std::string, std::string> env = worker_environment(options_, group_, local_rank, own_environment());
+  if (rejoin > 0) env.insert_or_assign("DISTGRAD_REJOIN", std::string(1, '1'));  // Note [Rejoining workers]
+  Worker& worker = workers_.emplace_back();
+  worker.local_rank = local_rank;
+  worker.rank = std::stoi(env.at("RANK"));
+  int out_pipe[2], err_pipe[2];
+  DISTGRAD_CHECK(pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0,
+                 "distgrad-run: cannot create pipes: ", std::strerror(errno));
+  std::vector<std::string> env_text;
+  for (const auto& [name, value] : env) env_text.push_back(name + "=" + value);
+  std::vector<char*> envp, argv;
+  for (std::string& entry : env_text) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  for (std::string& arg : options_.program) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  DISTGRAD_CHECK(pid >= 0, "distgrad-run: cannot start a worker: ", std::strerror(errno));
+  if (pid == 0) {  // the worker: only async-signal-safe calls until exec (the Store runs threads)
+    setpgid(0, 0);
+    // The worker dies with the launcher, even a SIGKILLed one (this thread, which forks every
+    // worker, lives as long as the launcher).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(1);  // it died before the line above
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    execvpe(argv[0], argv.data(), envp.data());
+    constexpr char kCannotRun[] = "distgrad-run: cannot run (not found, or not executable): ";
+    (void)!write(STDERR_FILENO, kCannotRun, sizeof(kCannotRun) - 1);
+    (void)!write(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+    (void)!write(STDERR_FILENO, "\n", 1);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  worker.pid = pid;
+  worker.running = true;
+  worker.out.fd = out_pipe[0];
+  worker.err.fd = err_pipe[0];
+  worker.err.is_stderr = true;
+  std::filesystem::path rank_log_dir;
+  if (logged_streams_ != 0) {
+    rank_log_dir =
+        attempt_log_dir_ / (std::to_string(local_rank) + (rejoin > 0 ? "_rejoin" + std::to_string(rejoin) : ""));
+    make_new_dir(rank_log_dir);
+  }
+  for (Stream* stream : {&worker.out, &worker.err}) {
+    stream->rank = worker.rank;
+    fcntl(stream->fd, F_SETFL, fcntl(stream->fd, F_GETFL) | O_NONBLOCK);
+    const int bit = stream->is_stderr ? 2 : 1;
+    if (logged_streams_ & bit) {
+      const auto path = rank_log_dir / (stream->is_stderr ? "stderr.log" : "stdout.log");
+      stream->log = std::fopen(path.c_str(), "wx");  // a new file: nothing is overwritten
+      DISTGRAD_CHECK(stream->log != nullptr, "distgrad-run: cannot write ", path.string(), ": ", std::strerror(errno));
     }
   }
 }
@@ -263,8 +224,10 @@ bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
     if (done > 0 && WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
     if (exit.failed() && options_.tolerate_lost_workers && exit.rank != 0) {
       exit.last_error_line = worker.err.last_line;
-      std::fprintf(stderr, "distgrad-run: %s; the other workers go on (--tolerate-lost-workers)\n",
-                   exit.describe().c_str());
+      const bool rejoins = rejoins_[worker.local_rank] < options_.max_rejoins;
+      std::fprintf(stderr, "distgrad-run: %s; the other workers go on (%s)\n", exit.describe().c_str(),
+                   rejoins ? "--max-rejoins: it starts again" : "--tolerate-lost-workers");
+      if (rejoins) to_rejoin_.push_back(worker.local_rank);
       continue;
     }
     if (exit.failed() && !first_failure_) first_failure_ = exit;
@@ -273,9 +236,7 @@ bool WorkerGroup::watch(std::chrono::milliseconds timeout) {
 }
 
 void WorkerGroup::forward_notices() const {
-  for (auto [pending, signal] : {std::pair{&usr1_to_forward, SIGUSR1}, std::pair{&usr2_to_forward, SIGUSR2}}) {
-    if (*pending == 0) continue;
-    *pending = 0;
+  for (int signal : take_notices()) {
     std::fprintf(stderr, "distgrad-run: passing %s on to the workers\n", sigabbrev_np(signal));
     for (const Worker& worker : workers_) {
       if (worker.running) kill(-worker.pid, signal);
@@ -338,7 +299,7 @@ void WorkerGroup::drain_and_close() {
 std::optional<WorkerExit> WorkerGroup::wait_for_other_nodes(int attempt, std::chrono::milliseconds interval) {
   job_->report_finished(attempt);
   const Clock::time_point deadline = Clock::now() + kOtherNodesTimeout;
-  while (received_signal == 0 && !job_->all_finished(attempt)) {
+  while (received_stop_signal() == 0 && !job_->all_finished(attempt)) {
     if (std::optional<WorkerExit> failure = job_->failure(attempt)) return failure;
     DISTGRAD_CHECK(Clock::now() < deadline,
                    "distgrad-run: this node's workers finished, but not every node's did within ",
@@ -348,55 +309,80 @@ std::optional<WorkerExit> WorkerGroup::wait_for_other_nodes(int attempt, std::ch
   return std::nullopt;
 }
 
+AttemptEnd WorkerGroup::run_attempt(int attempt, const std::function<bool()>& stop_requested) {
+  first_failure_.reset();
+  try {
+    start_attempt(attempt);
+  } catch (...) {
+    stop_all(SIGKILL);  // the workers already started
+    drain_and_close();
+    throw;
+  }
+  AttemptEnd end;
+  bool running = true;
+  while (running && received_stop_signal() == 0 && !first_failure_ && !end.stopped_by_caller) {
+    running = watch(monitor_interval());
+    if (!first_failure_) end.stopped_by_caller = stop_requested();
+    if (running && !first_failure_ && !end.stopped_by_caller) start_rejoining_workers();
+  }
+  end.interrupted_by = received_stop_signal();
+  const bool failed = first_failure_.has_value();  // workers that end of the SIGTERM below did not fail
+  if (end.interrupted_by != 0) {
+    std::fprintf(stderr, "distgrad-run: received signal %d; stopping the workers\n", end.interrupted_by);
+    stop_all(end.interrupted_by);
+  } else {
+    stop_all(SIGTERM);  // the other workers after a failure; what finished workers left running
+  }
+  drain_and_close();
+  if (!failed) return end;
+  for (const Worker& worker : workers_) {
+    if (worker.rank == first_failure_->rank) first_failure_->last_error_line = worker.err.last_line;
+  }
+  end.failure = first_failure_;
+  return end;
+}
+
+void WorkerGroup::start_rejoining_workers() {
+  for (int local_rank : to_rejoin_) {
+    const int rejoin = ++rejoins_[local_rank];
+    start_worker(local_rank, rejoin);
+    std::fprintf(stderr, "distgrad-run: starting rank %d again into the running world (rejoin %d of %d)\n",
+                 workers_.back().rank, rejoin, options_.max_rejoins);
+  }
+  to_rejoin_.clear();
+}
+
+std::chrono::milliseconds WorkerGroup::monitor_interval() const {
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options_.monitor_interval_s * 1000)));
+}
+
 GroupResult WorkerGroup::run() {
   StopSignals signals;
   GroupResult result;
-  const auto interval =
-      std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options_.monitor_interval_s * 1000)));
   for (int attempt = 0;; ++attempt) {
-    first_failure_.reset();
-    try {
-      start_attempt(attempt);
-    } catch (...) {
-      stop_all(SIGKILL);  // the workers already started
-      drain_and_close();
-      throw;
-    }
-    bool running = true;
     std::optional<WorkerExit> elsewhere;  // a failure of this attempt on another node
-    while (running && received_signal == 0 && !first_failure_ && !elsewhere) {
-      running = watch(interval);
-      if (job_ != nullptr && !first_failure_) elsewhere = job_->failure(attempt);
-    }
-    const bool local_failure = first_failure_.has_value();
-    if (received_signal != 0) {
-      result.interrupted_by = received_signal;
-      std::fprintf(stderr, "distgrad-run: received signal %d; stopping the workers\n", received_signal);
-      stop_all(received_signal);
-    } else {
-      stop_all(SIGTERM);  // the other workers after a failure; what finished workers left running
-    }
-    drain_and_close();
-    if (local_failure) {
-      for (const Worker& worker : workers_) {
-        if (worker.rank == first_failure_->rank) first_failure_->last_error_line = worker.err.last_line;
-      }
-      if (job_ != nullptr) job_->report_failure(attempt, *first_failure_);
-    } else {
+    const AttemptEnd end = run_attempt(attempt, [&] {
+      if (job_ != nullptr) elsewhere = job_->failure(attempt);
+      return elsewhere.has_value();
+    });
+    result.interrupted_by = end.interrupted_by;
+    std::optional<WorkerExit> failure = end.failure;
+    if (failure) {
+      if (job_ != nullptr) job_->report_failure(attempt, *failure);
+    } else if (job_ != nullptr && end.interrupted_by == 0) {
       // Workers that ended of our SIGTERM did not fail; the cause is another node's failure.
-      if (job_ != nullptr && received_signal == 0 && !elsewhere) elsewhere = wait_for_other_nodes(attempt, interval);
-      first_failure_ = elsewhere;
+      failure = elsewhere ? elsewhere : wait_for_other_nodes(attempt, monitor_interval());
     }
     result.restarts = attempt;
-    if (result.interrupted_by != 0 || !first_failure_) break;
+    if (result.interrupted_by != 0 || !failure) break;
     if (attempt >= options_.max_restarts) {
-      result.failure = first_failure_;
+      result.failure = failure;
       break;
     }
-    std::fprintf(stderr, "distgrad-run: %s; restarting the workers (restart %d of %d)\n",
-                 first_failure_->describe().c_str(), attempt + 1, options_.max_restarts);
+    std::fprintf(stderr, "distgrad-run: %s; restarting the workers (restart %d of %d)\n", failure->describe().c_str(),
+                 attempt + 1, options_.max_restarts);
   }
-  if (job_ != nullptr && result.interrupted_by == 0) leave_job(result.restarts, interval);
+  if (job_ != nullptr && result.interrupted_by == 0) leave_job(result.restarts, monitor_interval());
   return result;
 }
 
@@ -404,7 +390,7 @@ void WorkerGroup::leave_job(int attempt, std::chrono::milliseconds interval) {
   job_->report_leaving(attempt);
   if (options_.node_rank != 0) return;
   const Clock::time_point deadline = Clock::now() + kOtherNodesTimeout;
-  while (received_signal == 0 && !job_->all_left(attempt) && Clock::now() < deadline) {
+  while (received_stop_signal() == 0 && !job_->all_left(attempt) && Clock::now() < deadline) {
     std::this_thread::sleep_for(interval);
   }
 }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,13 @@ struct WorkerExit {
   std::string describe() const;
 };
 
+// How one attempt of WorkerGroup::run_attempt ended.
+struct AttemptEnd {
+  std::optional<WorkerExit> failure;  // the attempt's first failure, if any
+  bool stopped_by_caller = false;     // stop_requested() said so
+  int interrupted_by = 0;             // SIGINT or SIGTERM received by the launcher, or 0
+};
+
 // The outcome of WorkerGroup::run.
 struct GroupResult {
   std::optional<WorkerExit> failure;  // the first failure of the last attempt, if any
@@ -79,6 +87,14 @@ class WorkerGroup {
   // or the launcher was told to stop. Installs SIGINT/SIGTERM handlers for its duration.
   GroupResult run();
 
+  // One attempt, for launchers that decide about restarts themselves (launcher/elastic_agent.h):
+  // starts the workers with DISTGRAD_RESTART_COUNT = `attempt`, watches them until they all
+  // ended, one failed, the launcher received SIGINT or SIGTERM (needs a StopSignals in scope), or
+  // `stop_requested` (asked every monitor interval) returned true; then stops what is left.
+  AttemptEnd run_attempt(int attempt, const std::function<bool()>& stop_requested);
+  // Replaces the group's settings for the attempts after this call (an elastic round's).
+  void set_group(GroupInfo group) { group_ = std::move(group); }
+
  private:
   // One output stream of a worker: its pipe, the partial line read so far, its log file.
   struct Stream {
@@ -91,12 +107,18 @@ class WorkerGroup {
   };
   struct Worker {
     int rank = 0;
+    int local_rank = 0;
     pid_t pid = 0;
     bool running = false;
     Stream out, err;
   };
 
   void start_attempt(int attempt);
+  // Starts local worker `local_rank`; `rejoin` > 0: again, into the running world (--max-rejoins).
+  void start_worker(int local_rank, int rejoin);
+  // Starts again the lost workers watch() queued while --max-rejoins allows.
+  void start_rejoining_workers();
+  std::chrono::milliseconds monitor_interval() const;
   // Reads the pipes and reaps the workers for up to `timeout`; returns whether any worker is
   // still running.
   bool watch(std::chrono::milliseconds timeout);
@@ -123,7 +145,11 @@ class WorkerGroup {
   int console_streams_ = 3;  // bit 1: stdout, bit 2: stderr
   int logged_streams_ = 0;
   std::filesystem::path run_log_dir_;  // Note [Log files]; made at the first attempt that logs
+  std::filesystem::path attempt_log_dir_;
+  // This attempt's workers, a rejoined worker after the one it replaces.
   std::vector<Worker> workers_;
+  std::vector<int> rejoins_;    // by local rank: starts into the running world this attempt
+  std::vector<int> to_rejoin_;  // local ranks lost, to start again
   std::optional<WorkerExit> first_failure_;
 };
 

@@ -36,11 +36,11 @@ std::optional<RemoteStatus> remote_status(const std::exception_ptr& error) {
 
 }  // namespace
 
-bool lost_or_late(const std::exception_ptr& error, int worker) {
+bool lost_or_late(const std::exception_ptr& error, int worker, int64_t sent_at_epoch) {
   const std::optional<RemoteStatus> status = remote_status(error);
   if (!status) return false;
   if (status->code == rpc::StatusCode::kUnavailable) {
-    rpc::mark_worker_lost(worker);
+    rpc::mark_worker_lost(worker, sent_at_epoch);
     return true;
   }
   return status->code == rpc::StatusCode::kDeadlineExceeded;

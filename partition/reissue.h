@@ -27,6 +27,7 @@
 // naming it; the driver may rerun the iteration, without it).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -37,6 +38,7 @@
 #include "autograd/grad_mode.h"
 #include "dist_autograd/context.h"
 #include "rpc/future.h"
+#include "rpc/rpc.h"
 
 namespace distgrad::partition_detail {
 
@@ -55,9 +57,10 @@ CallSite upcoming_call_site();
 // that nothing releases).
 bool still_wanted(const CallSite& site);
 
-// Whether a call on `worker` that failed with `error` failed because the worker is lost
-// (UNAVAILABLE: then recorded lost) or late (DEADLINE_EXCEEDED).
-bool lost_or_late(const std::exception_ptr& error, int worker);
+// Whether a call on `worker`, sent at membership epoch `sent_at_epoch`, that failed with `error`
+// failed because the worker is lost (UNAVAILABLE: then recorded lost, unless it rejoined since)
+// or late (DEADLINE_EXCEEDED).
+bool lost_or_late(const std::exception_ptr& error, int worker, int64_t sent_at_epoch);
 
 // The live worker to send the partition to next, after `worker` by rank round the world, neither
 // lost nor in `tried` (to which it is added); nullopt when none is left. Says on stderr where the
@@ -68,27 +71,29 @@ std::optional<int> next_live_worker(const std::exception_ptr& error, int worker,
 // `promise` with the first answer, reissuing as Note [Reissued partitions] says.
 template <typename Result, typename Send>
 void send_until_answered(Send send, CallSite site, int worker, std::vector<int> tried, rpc::Promise<Result> promise) {
-  send(worker).then([send, site, worker, tried = std::move(tried), promise](const rpc::Future<Result>& done) mutable {
-    const std::exception_ptr error = done.error();
-    if (error == nullptr) {
-      if constexpr (std::is_void_v<Result>) {
-        promise.set_value();
-      } else {
-        promise.set_value(done.get());
-      }
-      return;
-    }
-    const bool reissuable = lost_or_late(error, worker) && still_wanted(site);
-    const std::optional<int> next = reissuable ? next_live_worker(error, worker, tried) : std::nullopt;
-    if (!next) {
-      promise.set_error(error);
-      return;
-    }
-    const autograd::GradModeGuard grad_mode(site.grad_enabled);
-    const dist_autograd::ContextScope in_place_of_the_failed_call =
-        dist_autograd::ContextScope::repeating(site.context, site.call);
-    send_until_answered(std::move(send), std::move(site), *next, std::move(tried), std::move(promise));
-  });
+  const int64_t epoch = rpc::membership_epoch();
+  send(worker).then(
+      [send, site, worker, epoch, tried = std::move(tried), promise](const rpc::Future<Result>& done) mutable {
+        const std::exception_ptr error = done.error();
+        if (error == nullptr) {
+          if constexpr (std::is_void_v<Result>) {
+            promise.set_value();
+          } else {
+            promise.set_value(done.get());
+          }
+          return;
+        }
+        const bool reissuable = lost_or_late(error, worker, epoch) && still_wanted(site);
+        const std::optional<int> next = reissuable ? next_live_worker(error, worker, tried) : std::nullopt;
+        if (!next) {
+          promise.set_error(error);
+          return;
+        }
+        const autograd::GradModeGuard grad_mode(site.grad_enabled);
+        const dist_autograd::ContextScope in_place_of_the_failed_call =
+            dist_autograd::ContextScope::repeating(site.context, site.call);
+        send_until_answered(std::move(send), std::move(site), *next, std::move(tried), std::move(promise));
+      });
 }
 
 // The future of a partition's result, reissued while its workers are lost.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "core/error.h"
 
 namespace distgrad::rendezvous {
@@ -22,20 +23,20 @@ std::string_view strip_brackets(std::string_view host) {
 
 std::string errno_message(int error) { return std::generic_category().message(error); }
 
-}  // namespace
-
-int pick_free_port(const std::string& host) {
+// Binds `port` (0: any) on `host` and closes the socket again; returns the port bound, or 0 with
+// `failure` saying why none was.
+int bind_and_close(const std::string& host, int port, std::string& failure) {
   std::string name(strip_brackets(host));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* addresses = nullptr;
-  int resolved = ::getaddrinfo(name.c_str(), "0", &hints, &addresses);
-  DISTGRAD_CHECK(resolved == 0, "pick_free_port: cannot resolve host \"", host, "\": ", ::gai_strerror(resolved));
-  std::string failure = "no address";
-  int port = 0;
-  for (addrinfo* address = addresses; address != nullptr && port == 0; address = address->ai_next) {
+  int resolved = ::getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  DISTGRAD_CHECK(resolved == 0, "cannot resolve host \"", host, "\": ", ::gai_strerror(resolved));
+  failure = "no address";
+  int bound_port = 0;
+  for (addrinfo* address = addresses; address != nullptr && bound_port == 0; address = address->ai_next) {
     int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
     if (fd < 0) {
       failure = "socket: " + errno_message(errno);
@@ -48,14 +49,27 @@ int pick_free_port(const std::string& host) {
     } else if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
       failure = "getsockname: " + errno_message(errno);
     } else {
-      port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      bound_port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                               : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     }
     ::close(fd);
   }
   ::freeaddrinfo(addresses);
+  return bound_port;
+}
+
+}  // namespace
+
+int pick_free_port(const std::string& host) {
+  std::string failure;
+  const int port = bind_and_close(host, 0, failure);
   DISTGRAD_CHECK(port != 0, "pick_free_port: cannot bind a port on \"", host, "\" (", failure, ")");
   return port;
+}
+
+bool port_is_free(const std::string& host, int port) {
+  std::string failure;
+  return bind_and_close(host, port, failure) != 0;
 }
 
 bool is_loopback_host(std::string_view host) {
@@ -96,6 +110,19 @@ std::string local_address_towards(const std::string& host, int port) {
   }
   ::close(fd);
   return address;
+}
+
+HostPort split_host_port(std::string_view address) {
+  const size_t colon = address.rfind(':');
+  HostPort parsed;
+  DISTGRAD_CHECK(colon != std::string_view::npos &&
+                     absl::SimpleAtoi(std::string(address.substr(colon + 1)), &parsed.port) && parsed.port > 0 &&
+                     parsed.port <= 65535,
+                 "the address ", address, " does not end in a port (host:port, port 1-65535)");
+  std::string_view host = address.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  parsed.host = std::string(host);
+  return parsed;
 }
 
 }  // namespace distgrad::rendezvous

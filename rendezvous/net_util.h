@@ -16,6 +16,10 @@ namespace distgrad::rendezvous {
 // distgrad::Error naming the host when it does not resolve or nothing can be bound.
 int pick_free_port(const std::string& host = "127.0.0.1");
 
+// Whether `port` on `host` could be bound a moment ago (nothing listens there). Throws
+// distgrad::Error naming the host when it does not resolve.
+bool port_is_free(const std::string& host, int port);
+
 // True for "localhost", 127.0.0.0/8, ::1 and ::ffff:127.x.x.x (with or without brackets).
 // Other host names are not resolved and count as not loopback.
 bool is_loopback_host(std::string_view host);
@@ -27,5 +31,13 @@ std::string local_address_towards(const std::string& host, int port);
 
 // "host:port", with an IPv6 address in brackets: ("::1", 80) -> "[::1]:80".
 std::string join_host_port(std::string_view host, int port);
+
+// The host and the port of "host:port" ("[::1]:80" -> {"::1", 80}). Throws distgrad::Error naming
+// the address when it does not end in a port (1-65535).
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+HostPort split_host_port(std::string_view address);
 
 }  // namespace distgrad::rendezvous

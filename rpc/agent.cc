@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -104,6 +105,7 @@ struct Agent::Impl {
     for (int rank = 0; rank < world.world_size; ++rank) {
       names.push_back(rendezvous::worker_name(rank, world.world_size));
     }
+    read_switch("DISTGRAD_REJOIN", &rejoining);
   }
 
   void start();
@@ -126,9 +128,42 @@ struct Agent::Impl {
   std::shared_ptr<detail::RRefContext> rrefs;  // the RRefs' protocol (rpc/rref_context.h)
   int barrier_generation = 0;
   bool stopped = false;
-  mutable absl::Mutex lost_mutex;
-  std::set<int> lost ABSL_GUARDED_BY(lost_mutex);  // workers found lost (rpc::mark_worker_lost)
+  std::string host_identity;  // transport::shm::host_identity()
+  bool rejoining = false;     // DISTGRAD_REJOIN=1 (Note [Rejoining workers])
+  int64_t incarnation = 0;    // this process's life; set by start()
+
+  // Guards the membership and the Store's record of the lost (written under it, so that a
+  // rejoined worker's record is not written back after take_back cleared it).
+  mutable absl::Mutex membership_mutex;
+  std::set<int> lost ABSL_GUARDED_BY(membership_mutex);  // workers found lost (rpc::mark_worker_lost)
+  int64_t epoch ABSL_GUARDED_BY(membership_mutex) = 0;
+  std::map<int, int64_t> rejoined_at ABSL_GUARDED_BY(membership_mutex);     // rank -> epoch of its rejoin
+  std::map<int, int64_t> incarnation_of ABSL_GUARDED_BY(membership_mutex);  // rank -> its latest life
+  std::vector<std::function<void(const MembershipChange&)>> callbacks ABSL_GUARDED_BY(membership_mutex);
+
+  // Records `change` (epoch bumped by the caller) and runs the callbacks, outside the lock.
+  void announce(MembershipChange change) ABSL_LOCKS_EXCLUDED(membership_mutex);
+  // The ranks that rejoined since this process started: its barriers do not wait for them.
+  std::vector<int> rejoined_ranks() const;
 };
+
+// Note [Rejoining workers]
+// A worker other than rank 0 that was lost can come back into the running world as a new process
+// (the launcher starts it again with DISTGRAD_REJOIN=1, the same DISTGRAD_RUN_ID and
+// DISTGRAD_RESTART_COUNT, so that it reads the survivors' Store keys): without the others
+// restarting. In start() it claims its life (incarnation k: a Store counter per rank), publishes
+// its new entry over the old one and reads everyone's. Before it takes calls, init_rpc sends
+// every other worker "__distgrad.rejoined" (rpc.cc): each reads the new entry, points its calls
+// (CallClient::replace_peer) and shared-memory link (Links::add_peer) at the new process,
+// releases the RRef forks the old life held, clears its lost mark and runs its membership
+// callbacks (kRejoined); its partitioners use the worker from their next call. A call to the old
+// life that fails after that is not taken as the new one's loss (mark_lost's epoch). Rank 0 must
+// answer (else init_rpc fails); another worker that does not is marked lost by the rejoined one,
+// which also takes over everyone's lost marks, then deletes its own record of being lost from the
+// Store. Ids it makes (RRefs, distributed autograd contexts and messages) carry its life, so none
+// repeats an earlier life's. It skips the start barriers (auto_init_rpc) and cannot take part in
+// barriers, whose counts it missed (the others' barriers do not wait for it); it takes part in
+// the graceful shutdown as any worker.
 
 void Agent::Impl::start() {
   for (const std::string& name : FunctionRegistry::instance().duplicate_names()) {
@@ -148,7 +183,12 @@ void Agent::Impl::start() {
   const std::string bind_host =
       loopback_only || rendezvous::is_loopback_host(world.master_addr) ? "127.0.0.1" : "0.0.0.0";
   const int port = server->start(bind_host);
-  const std::string host_identity = transport::shm::host_identity();
+  host_identity = transport::shm::host_identity();
+  if (rejoining) {
+    DISTGRAD_CHECK(world.rank != 0, "init_rpc: rank 0 cannot rejoin a running world (DISTGRAD_REJOIN=1): the world ",
+                   "ends with it");
+    incarnation = directory->claim_incarnation();
+  }
   WorkerEntry entry;
   entry.grpc_address =
       rendezvous::getenv_or("DISTGRAD_HOST", rendezvous::local_address_towards(world.master_addr, world.master_port)) +
@@ -173,10 +213,28 @@ void Agent::Impl::start() {
                                                           options.device_maps, options.socket_frame_limit,
                                                           options.max_message_bytes, paths, interceptors});
   rrefs = std::make_shared<detail::RRefContext>(detail::RRefContext::Setup{
-      world.rank, names, options.holder_check_interval, [this](int rank) {
+      world.rank, names, options.holder_check_interval,
+      [this](int rank) {
         return client->ping(rank, options.liveness_timeout).error_code() == grpc::StatusCode::UNAVAILABLE;
-      }});
+      },
+      incarnation << 40});
   detail::RRefContext::install(rrefs);
+}
+
+void Agent::Impl::announce(MembershipChange change) {
+  std::vector<std::function<void(const MembershipChange&)>> to_run;
+  {
+    absl::MutexLock lock(&membership_mutex);
+    to_run = callbacks;
+  }
+  for (const auto& callback : to_run) callback(change);
+}
+
+std::vector<int> Agent::Impl::rejoined_ranks() const {
+  absl::MutexLock lock(&membership_mutex);
+  std::vector<int> ranks;
+  for (const auto& [rank, epoch] : rejoined_at) ranks.push_back(rank);
+  return ranks;
 }
 
 void Agent::Impl::check_alive(int rank, const char* what) {
@@ -252,28 +310,92 @@ Encoded Agent::call_sync(int to, OutgoingCall call, std::chrono::milliseconds ti
 }
 
 void Agent::barrier(std::chrono::milliseconds timeout) {
-  impl_->directory->record_lost(lost_workers());  // Note [Waiting without the lost]
-  impl_->directory->wait_for_everyone("barrier/" + std::to_string(impl_->barrier_generation++), timeout, "barrier",
-                                      [this](int rank) { impl_->check_alive(rank, "barrier"); });
+  DISTGRAD_CHECK(!impl_->rejoining, "barrier: ", impl_->names[impl_->world.rank],
+                 " rejoined a running world, and barriers are for the workers that started together (it missed ",
+                 "their counts; Note [Rejoining workers])");
+  record_lost();  // Note [Waiting without the lost]
+  impl_->directory->wait_for_everyone(
+      "barrier/" + std::to_string(impl_->barrier_generation++), timeout, "barrier",
+      [this](int rank) { impl_->check_alive(rank, "barrier"); }, impl_->rejoined_ranks());
 }
 
-void Agent::mark_lost(int rank) {
+void Agent::record_lost() {
+  absl::MutexLock lock(&impl_->membership_mutex);
+  impl_->directory->record_lost({impl_->lost.begin(), impl_->lost.end()});
+}
+
+void Agent::mark_lost(int rank, std::optional<int64_t> seen_at_epoch) {
   DISTGRAD_CHECK(rank >= 0 && rank < impl_->world.world_size, "mark_worker_lost: expected a rank of this world of ",
                  impl_->world.world_size, ", found ", rank);
-  absl::MutexLock lock(&impl_->lost_mutex);
-  impl_->lost.insert(rank);
+  MembershipChange change{MembershipChange::Kind::kLost, rank, 0};
+  {
+    absl::MutexLock lock(&impl_->membership_mutex);
+    auto rejoined = impl_->rejoined_at.find(rank);
+    if (seen_at_epoch && rejoined != impl_->rejoined_at.end() && rejoined->second > *seen_at_epoch) return;
+    if (!impl_->lost.insert(rank).second) return;
+    change.epoch = ++impl_->epoch;
+  }
+  impl_->announce(change);
 }
 
 std::vector<int> Agent::lost_workers() const {
-  absl::MutexLock lock(&impl_->lost_mutex);
+  absl::MutexLock lock(&impl_->membership_mutex);
   return {impl_->lost.begin(), impl_->lost.end()};
+}
+
+int64_t Agent::membership_epoch() const {
+  absl::MutexLock lock(&impl_->membership_mutex);
+  return impl_->epoch;
+}
+
+void Agent::on_membership_change(std::function<void(const MembershipChange&)> callback) {
+  absl::MutexLock lock(&impl_->membership_mutex);
+  impl_->callbacks.push_back(std::move(callback));
+}
+
+bool Agent::rejoined() const { return impl_->rejoining; }
+int64_t Agent::incarnation() const { return impl_->incarnation; }
+
+std::vector<int> Agent::take_back(int rank, int64_t incarnation) {
+  DISTGRAD_CHECK(rank > 0 && rank < impl_->world.world_size && rank != impl_->world.rank,
+                 "rejoin: a worker rank other than 0 and ", impl_->world.rank, " of this world of ",
+                 impl_->world.world_size, " was expected, found ", rank);
+  {
+    absl::MutexLock lock(&impl_->membership_mutex);
+    if (incarnation <= impl_->incarnation_of[rank]) return {impl_->lost.begin(), impl_->lost.end()};  // a repeat
+  }
+  const WorkerEntry entry = impl_->directory->read_entry(rank);
+  const bool same_host = impl_->options.same_host && entry.host_identity == impl_->host_identity;
+  if (same_host && impl_->paths.shared_memory() && !entry.shared_memory_card.empty()) {
+    impl_->paths.shared_memory()->add_peer(rank, entry.shared_memory_card);
+  }
+  impl_->client->replace_peer(rank, peer_address(entry, same_host, !impl_->server->socket_name().empty(),
+                                                 impl_->server->socket_tcp_port() > 0));
+  impl_->rrefs->forget_holder(rank);
+  MembershipChange change{MembershipChange::Kind::kRejoined, rank, 0};
+  std::vector<int> lost;
+  {
+    absl::MutexLock lock(&impl_->membership_mutex);
+    impl_->incarnation_of[rank] = incarnation;
+    impl_->lost.erase(rank);
+    change.epoch = ++impl_->epoch;
+    impl_->rejoined_at[rank] = change.epoch;
+    lost.assign(impl_->lost.begin(), impl_->lost.end());
+  }
+  impl_->announce(change);
+  return lost;
+}
+
+void Agent::finish_rejoin() {
+  absl::MutexLock lock(&impl_->membership_mutex);
+  impl_->directory->forget_lost(impl_->world.rank);
 }
 
 void Agent::shutdown(bool graceful) {
   if (graceful && !impl_->stopped) {
     // Everyone arrives; then every worker's calls are answered before any server stops.
     auto check_alive = [this](int rank) { impl_->check_alive(rank, "shutdown"); };
-    impl_->directory->record_lost(lost_workers());  // Note [Waiting without the lost] in rpc/worker_directory.cc
+    record_lost();  // Note [Waiting without the lost] in rpc/worker_directory.cc
     impl_->directory->wait_for_everyone("shutdown", impl_->options.shutdown_timeout, "shutdown", check_alive);
     impl_->client->wait_for_calls();
     trace::flush();  // for rank 0's merge after the next barrier (rpc/trace_clock.h)

@@ -26,7 +26,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +50,14 @@ struct TransportStats {
   uint64_t shared_memory_tensors = 0, shared_memory_bytes = 0;
   uint64_t network_tensors = 0, network_bytes = 0;
   size_t shared_memory_segments = 0, shared_memory_segment_bytes = 0;
+};
+
+// A change of the world's membership as this process saw it (Note [Membership] in rpc/rpc.h).
+struct MembershipChange {
+  enum class Kind { kLost, kRejoined };
+  Kind kind;
+  int rank;
+  int64_t epoch;  // this process's membership_epoch() after the change
 };
 
 // A call about to be made.
@@ -86,13 +97,30 @@ class Agent {
 
   rendezvous::StoreClient& store();
   TransportStats transport_stats() const;
-  // Workers this process found lost (rpc::mark_worker_lost in rpc/rpc.h), in rank order.
-  void mark_lost(int rank);
+  // Workers this process found lost (rpc::mark_worker_lost in rpc/rpc.h), in rank order. A mark
+  // `seen_at_epoch` (the membership epoch when the failed call was sent) is ignored when `rank`
+  // rejoined after it: the failure was its earlier life's.
+  void mark_lost(int rank, std::optional<int64_t> seen_at_epoch = std::nullopt);
   std::vector<int> lost_workers() const;
+  int64_t membership_epoch() const;
+  // `callback` runs on every later change, on the thread that saw it (it must not block).
+  void on_membership_change(std::function<void(const MembershipChange&)> callback);
+
+  // Note [Rejoining workers] (rpc/agent.cc). Whether this process rejoined a running world
+  // (DISTGRAD_REJOIN=1), and its life: 0 at the world's start, k after the k-th rejoin of its rank.
+  bool rejoined() const;
+  int64_t incarnation() const;
+  // On the others: worker `rank` rejoined in life `incarnation`; returns this process's lost workers.
+  std::vector<int> take_back(int rank, int64_t incarnation);
+  // On the rejoined worker once the others took it back: its rank is no longer recorded lost.
+  void finish_rejoin();
   // Whether the agent runs the interceptor named `name` (RpcOptions::interceptors).
   bool runs_interceptor(std::string_view name) const;
 
  private:
+  // Writes this process's lost workers to the Store (Note [Waiting without the lost]).
+  void record_lost();
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -61,6 +61,7 @@ uint64_t new_trace_id() { return trace::enabled() ? trace::new_id() : 0; }
 
 // What a worker needs to call a peer.
 struct CallClient::Peer {
+  PeerAddress address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<grpc::GenericStub> stub;
   std::unique_ptr<grpc::internal::RpcMethod> method;  // registered on the channel, for blocking calls
@@ -79,7 +80,9 @@ struct CallClient::AsyncCall {
   uint64_t trace_id = 0;
 };
 
-CallClient::CallClient(Setup setup) : setup_(std::move(setup)) { peers_.resize(setup_.world.world_size); }
+CallClient::CallClient(Setup setup) : setup_(std::move(setup)), addresses_(setup_.peers) {
+  peers_.resize(setup_.world.world_size);
+}
 
 CallClient::~CallClient() = default;
 
@@ -96,7 +99,8 @@ CallClient::Peer& CallClient::peer(int rank) {
     arguments.SetMaxSendMessageSize(-1);
     setup_.credentials.configure(arguments);
     peer = std::make_unique<Peer>();
-    peer->channel = grpc::CreateCustomChannel(setup_.peers[rank].grpc, setup_.credentials.channel, arguments);
+    peer->address = addresses_[rank];
+    peer->channel = grpc::CreateCustomChannel(peer->address.grpc, setup_.credentials.channel, arguments);
     peer->stub = std::make_unique<grpc::GenericStub>(peer->channel);
     peer->method =
         std::make_unique<grpc::internal::RpcMethod>(kCallMethod, grpc::internal::RpcMethod::NORMAL_RPC, peer->channel);
@@ -106,11 +110,11 @@ CallClient::Peer& CallClient::peer(int rank) {
 
 call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& request,
                                             std::chrono::milliseconds timeout) {
-  const PeerAddress& address = setup_.peers[rank];
+  Peer& peer = this->peer(rank);
+  const PeerAddress& address = peer.address;
   if (address.socket.empty() || (!address.socket_takes_any_frame && request.Length() > setup_.socket_frame_limit)) {
     return nullptr;
   }
-  Peer& peer = this->peer(rank);
   std::lock_guard<std::mutex> lock(peers_mutex_);
   if (!peer.socket_tried) {
     peer.socket_tried = true;
@@ -126,6 +130,15 @@ call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& re
     }
   }
   return peer.socket && peer.socket->is_open() ? peer.socket.get() : nullptr;
+}
+
+void CallClient::replace_peer(int rank, PeerAddress address) {
+  DISTGRAD_CHECK(rank >= 0 && rank < setup_.world.world_size, "rpc: no worker ", rank, " in a world of ",
+                 setup_.world.world_size);
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  if (closed_) return;
+  addresses_[rank] = std::move(address);
+  if (peers_[rank]) retired_peers_.push_back(std::move(peers_[rank]));
 }
 
 void CallClient::call_started(const void* call, grpc::ClientContext* context) {
@@ -147,8 +160,12 @@ void CallClient::wait_for_calls() {
 bool CallClient::cancel_calls(std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
-    for (const std::unique_ptr<Peer>& peer : peers_) {
-      if (peer && peer->socket) peer->socket->close(grpc::Status(grpc::StatusCode::CANCELLED, "RPC is shutting down"));
+    for (const auto* peers : {&peers_, &retired_peers_}) {
+      for (const std::unique_ptr<Peer>& peer : *peers) {
+        if (peer && peer->socket) {
+          peer->socket->close(grpc::Status(grpc::StatusCode::CANCELLED, "RPC is shutting down"));
+        }
+      }
     }
   }
   bool finished = false;
@@ -167,9 +184,11 @@ bool CallClient::cancel_calls(std::chrono::milliseconds timeout) {
 }
 
 void CallClient::close() {
-  std::vector<std::unique_ptr<Peer>> closed;  // destroyed outside the lock: their readers may be finishing calls
+  // Destroyed outside the lock: their readers may be finishing calls.
+  std::vector<std::unique_ptr<Peer>> closed, retired;
   std::lock_guard<std::mutex> lock(peers_mutex_);
   closed.swap(peers_);
+  retired.swap(retired_peers_);
   closed_ = true;
 }
 

@@ -72,6 +72,10 @@ class CallClient {
   Encoded call_sync(int to, OutgoingCall call, std::chrono::milliseconds timeout);
   // Whether `rank` still answers: the status of a call of the ping function over gRPC.
   grpc::Status ping(int rank, std::chrono::milliseconds timeout);
+  // Calls to `rank` go to `address` from now on (the worker rejoined the world: a new process).
+  // A call already made to the old address ends as it would have; the old channel and socket
+  // stay until close(), so that a caller still holding them is safe.
+  void replace_peer(int rank, PeerAddress address);
 
   // Waits until no call is in flight (each has its own deadline).
   void wait_for_calls();
@@ -104,10 +108,12 @@ class CallClient {
   void call_started(const void* call, grpc::ClientContext* context);
   void call_finished(const void* call);
 
-  const Setup setup_;
+  const Setup setup_;  // its `peers` are the addresses at the start; addresses_ the current ones
   std::atomic<uint64_t> socket_calls_{0}, grpc_calls_{0};
-  std::mutex peers_mutex_;  // guards peers_
+  std::mutex peers_mutex_;                                            // guards addresses_, peers_ and retired_peers_
+  std::vector<PeerAddress> addresses_ ABSL_GUARDED_BY(peers_mutex_);  // by rank
   std::vector<std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mutex_);
+  std::vector<std::unique_ptr<Peer>> retired_peers_ ABSL_GUARDED_BY(peers_mutex_);  // replaced, kept until close()
   bool closed_ ABSL_GUARDED_BY(peers_mutex_) = false;
   // The calls in flight, keyed by each call's state: the gRPC context to cancel, or null for
   // socket calls (closing the sockets fails those). Recursive: gRPC may run a cancelled call's

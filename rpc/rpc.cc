@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "rendezvous/world.h"
 #include "rpc/trace_clock.h"
@@ -16,6 +19,37 @@ std::mutex agent_mutex;  // guards owned_agent's creation and destruction
 std::unique_ptr<Agent> owned_agent;
 std::atomic<Agent*> running_agent{nullptr};   // owned_agent while it may be used
 std::atomic<int64_t> default_timeout_ms{-1};  // -1: the agent's RpcOptions::timeout
+
+// Run on every other worker when worker `rank` rejoined (Note [Rejoining workers] in
+// rpc/agent.cc); returns the caller's lost workers.
+std::vector<int> take_back_worker(int rank, int64_t incarnation) { return agent().take_back(rank, incarnation); }
+DISTGRAD_REMOTE_NAMED(take_back_worker, "__distgrad.rejoined");
+
+// The rejoined worker's side (Note [Rejoining workers]): every other worker takes it back, rank 0
+// necessarily; one that cannot be reached is marked lost here, as are those the others lost.
+void announce_rejoin(Agent& self) {
+  const int me = self.world().rank;
+  std::vector<std::pair<int, Future<std::vector<int>>>> replies;
+  for (int rank = 0; rank < self.world().world_size; ++rank) {
+    if (rank == me) continue;
+    replies.emplace_back(
+        rank, rpc_async_with_timeout(rank, self.options().init_timeout, &take_back_worker, me, self.incarnation()));
+  }
+  std::set<int> lost;
+  for (auto& [rank, reply] : replies) {
+    try {
+      for (int other : reply.get()) lost.insert(other);
+    } catch (const RemoteError& error) {
+      DISTGRAD_CHECK(rank != 0, "init_rpc: ", self.worker_name(me), " rejoined the world, but ", self.worker_name(0),
+                     " did not take it back: ", error.what());
+      if (error.code() != StatusCode::kUnavailable && error.code() != StatusCode::kDeadlineExceeded) throw;
+      lost.insert(rank);
+    }
+  }
+  lost.erase(me);
+  for (int rank : lost) self.mark_lost(rank);
+  self.finish_rejoin();
+}
 
 }  // namespace
 
@@ -36,6 +70,15 @@ void start_agent(const RpcOptions& options) {
   agent->start();
   owned_agent = std::move(agent);
   running_agent = owned_agent.get();
+  if (owned_agent->rejoined()) {
+    try {
+      announce_rejoin(*owned_agent);
+    } catch (...) {
+      running_agent = nullptr;
+      owned_agent.reset();
+      throw;
+    }
+  }
   owned_agent->open_calls();  // Note [Calls before init_rpc returns]
   detail::measure_trace_clock();
 }
@@ -90,6 +133,27 @@ bool is_worker_lost(int rank) {
 }
 
 std::vector<int> lost_workers() { return is_initialized() ? agent().lost_workers() : std::vector<int>{}; }
+
+void mark_worker_lost(int rank, int64_t seen_at_epoch) { agent().mark_lost(rank, seen_at_epoch); }
+
+int64_t membership_epoch() { return is_initialized() ? agent().membership_epoch() : 0; }
+
+std::vector<int> live_workers() {
+  const std::vector<int> lost = lost_workers();
+  std::vector<int> live;
+  for (int rank = 0; rank < get_world_size(); ++rank) {
+    if (std::find(lost.begin(), lost.end(), rank) == lost.end()) live.push_back(rank);
+  }
+  return live;
+}
+
+void on_membership_change(std::function<void(const MembershipChange&)> callback) {
+  agent().on_membership_change(std::move(callback));
+}
+
+bool rejoined_world() { return is_initialized() && agent().rejoined(); }
+
+int64_t incarnation() { return is_initialized() ? agent().incarnation() : 0; }
 
 void set_default_timeout(std::chrono::milliseconds timeout) {
   DISTGRAD_CHECK(timeout.count() >= 0, "set_default_timeout: expected a non-negative timeout, found ", timeout.count(),

@@ -23,6 +23,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -73,8 +75,26 @@ TransportStats transport_stats();
 // (UNAVAILABLE) under RemoteCallOptions::reissue_lost_partitions, or the program said so.
 // Partitioners leave them out for the rest of the job; calls to them are still made when asked.
 void mark_worker_lost(int rank);
+// As a failed call's verdict: ignored when `rank` rejoined after `seen_at_epoch` (the
+// membership_epoch() when the call was sent), since the failure was its earlier life's.
+void mark_worker_lost(int rank, int64_t seen_at_epoch);
 bool is_worker_lost(int rank);
 std::vector<int> lost_workers();  // in rank order; none while RPC is not running
+
+// Note [Membership]
+// Each process keeps its own view of the world's membership: the workers it found lost (above)
+// and those that came back (Note [Rejoining workers] in rpc/agent.cc: a worker restarted by
+// `distgrad-run --max-rejoins` rejoins the running world and every other worker takes it back).
+// Each change it sees bumps membership_epoch() and runs the callbacks given to
+// on_membership_change, on the thread that saw it (the failed call's, or an RPC thread for a
+// rejoin): they must not block. Partitioners read the view at every call.
+int64_t membership_epoch();       // 0 at init_rpc
+std::vector<int> live_workers();  // every rank not lost, in rank order
+void on_membership_change(std::function<void(const MembershipChange&)> callback);
+// Whether this process rejoined a running world, and its life (0 at the world's start, k after
+// its rank's k-th rejoin); false and 0 while RPC is not running.
+bool rejoined_world();
+int64_t incarnation();
 
 // The default deadline of calls (RpcOptions::timeout until changed); 0 = none.
 void set_default_timeout(std::chrono::milliseconds timeout);

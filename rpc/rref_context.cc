@@ -210,7 +210,7 @@ class SentFork final : public CallAttachment {
 // ---------------------------------------------------------------------------------------------
 // The context.
 
-RRefContext::RRefContext(Setup setup) : setup_(std::move(setup)) {
+RRefContext::RRefContext(Setup setup) : setup_(std::move(setup)), next_id_(setup_.first_id) {
   holder_checks_ = std::thread([this] { check_holders(); });
 }
 
@@ -429,33 +429,42 @@ void RRefContext::check_holders() {
       if (setup_.exited(holder)) exited.insert(holder);
     }
     lock.lock();
-    if (exited.empty()) continue;
-    std::vector<Entry> unheld;
-    size_t released = 0;
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      for (auto fork = it->second.forks.begin(); fork != it->second.forks.end();) {
-        if (exited.count(fork->second)) {
-          fork = it->second.forks.erase(fork);
-          ++released;
-        } else {
-          ++fork;
-        }
-      }
-      if (it->second.forks.empty()) {
-        unheld.push_back(std::move(it->second));
-        it = entries_.erase(it);
+    if (!exited.empty()) release_forks_of(exited, "exited", lock);
+  }
+}
+
+void RRefContext::forget_holder(int rank) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!closed_) release_forks_of({rank}, "rejoined", lock);
+}
+
+void RRefContext::release_forks_of(const std::set<int>& holders, const char* why, std::unique_lock<std::mutex>& lock) {
+  std::vector<Entry> unheld;
+  size_t released = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    for (auto fork = it->second.forks.begin(); fork != it->second.forks.end();) {
+      if (holders.count(fork->second)) {
+        fork = it->second.forks.erase(fork);
+        ++released;
       } else {
-        ++it;
+        ++fork;
       }
     }
-    std::string names;
-    for (int holder : exited) names += (names.empty() ? "" : ", ") + name(holder);
-    std::fprintf(stderr, "[%s] rpc: %s exited holding %zu RRefs to values of %s; released them (%zu values freed)\n",
-                 name(rank()).c_str(), names.c_str(), released, name(rank()).c_str(), unheld.size());
-    lock.unlock();
-    finished(std::move(unheld));
-    lock.lock();
+    if (it->second.forks.empty()) {
+      unheld.push_back(std::move(it->second));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
   }
+  if (released == 0) return;
+  std::string names;
+  for (int holder : holders) names += (names.empty() ? "" : ", ") + name(holder);
+  std::fprintf(stderr, "[%s] rpc: %s %s holding %zu RRefs to values of %s; released them (%zu values freed)\n",
+               name(rank()).c_str(), names.c_str(), why, released, name(rank()).c_str(), unheld.size());
+  lock.unlock();
+  finished(std::move(unheld));
+  lock.lock();
 }
 
 RRefDebugInfo RRefContext::debug_info() {

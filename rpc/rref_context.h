@@ -35,6 +35,9 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
     std::chrono::milliseconds holder_check_interval;
     // Whether `rank` has exited (its RPC threads no longer answer; a slow answer is no exit).
     std::function<bool(int rank)> exited;
+    // The first local id of this process's RRefs: a worker that rejoined the world starts past
+    // its earlier lives' (Note [Rejoining workers] in rpc/agent.cc).
+    int64_t first_id = 0;
   };
 
   explicit RRefContext(Setup setup);
@@ -48,6 +51,10 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
   // Stops the holder checks, makes later sends and releases no-ops (waiting for the sends under
   // way) and frees the values still owned.
   void close();
+
+  // Worker `rank` rejoined the world (a new process): the forks its earlier life held are
+  // released, as those of a holder that exited.
+  void forget_holder(int rank);
 
   int rank() const { return setup_.rank; }
   const std::string& name(int rank) const { return setup_.names.at(rank); }
@@ -92,10 +99,12 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
   std::optional<Entry> erase_if_unheld(const RRefId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void finished(std::vector<Entry> entries);  // logs errors nobody saw; destroys the values
   void check_holders();                       // the holder thread's loop
+  // Releases the forks `holders` held (`why`: "exited", "rejoined"); unlocks `lock` meanwhile.
+  void release_forks_of(const std::set<int>& holders, const char* why, std::unique_lock<std::mutex>& lock);
   void send_delete(const RRefId& id, const ForkId& fork, int owner, bool creation_failed);
 
   const Setup setup_;
-  std::atomic<int64_t> next_id_{0};
+  std::atomic<int64_t> next_id_;
   std::atomic<int64_t> num_user_rrefs_{0};
 
   std::mutex mutex_;                 // guards everything below

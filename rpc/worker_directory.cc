@@ -82,6 +82,14 @@ std::vector<WorkerEntry> WorkerDirectory::collect(std::chrono::milliseconds time
   return entries;
 }
 
+WorkerEntry WorkerDirectory::read_entry(int rank) {
+  return WorkerEntry::decode(store_->client().get(store_->key("rpc", "address/" + std::to_string(rank))));
+}
+
+int64_t WorkerDirectory::claim_incarnation() {
+  return store_->client().add(store_->key("rpc", "incarnation/" + std::to_string(world_.rank)), 1);
+}
+
 std::vector<int> WorkerDirectory::missing_ranks(const std::string& name,
                                                 const std::vector<std::string>& missing) const {
   std::vector<int> ranks;
@@ -101,10 +109,14 @@ std::vector<int> WorkerDirectory::missing_ranks(const std::string& name,
 // arrived they keep waiting; once it has, its record is there, and a missing worker not in it that
 // exited fails the wait as before. Rank 0 (and anyone whose wait has a deadline) decides at once.
 void WorkerDirectory::wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what,
-                                        const std::function<void(int rank)>& check_alive) {
+                                        const std::function<void(int rank)>& check_alive,
+                                        const std::vector<int>& skip) {
   store_->client().set(store_->key("rpc", name + "/" + std::to_string(world_.rank)), "1");
   const std::vector<std::string> every_rank = store_->rank_keys("rpc", name);
-  std::vector<std::string> keys = every_rank;  // of the ranks not recorded lost
+  std::vector<std::string> keys;  // of the ranks not skipped nor recorded lost
+  for (int rank = 0; rank < world_.world_size; ++rank) {
+    if (std::find(skip.begin(), skip.end(), rank) == skip.end()) keys.push_back(every_rank[rank]);
+  }
   const auto start = Clock::now();
   for (;;) {
     const auto left = timeout.count() > 0
@@ -138,6 +150,10 @@ void WorkerDirectory::wait_for_everyone(const std::string& name, std::chrono::mi
 
 void WorkerDirectory::record_lost(const std::vector<int>& ranks) {
   for (int rank : ranks) store_->client().set(store_->key("rpc", "lost/" + std::to_string(rank)), "1");
+}
+
+void WorkerDirectory::forget_lost(int rank) {
+  store_->client().delete_key(store_->key("rpc", "lost/" + std::to_string(rank)));
 }
 
 std::vector<int> WorkerDirectory::recorded_lost() {

@@ -46,17 +46,25 @@ class WorkerDirectory {
   // Every worker's entry, by rank, once all are published; throws naming the workers that did
   // not publish within `timeout`.
   std::vector<WorkerEntry> collect(std::chrono::milliseconds timeout);
+  // Worker `rank`'s entry as published now (a rejoined worker's replaces its first one).
+  WorkerEntry read_entry(int rank);
+  // For a worker that rejoins the world (Note [Rejoining workers] in rpc/agent.cc): counts this
+  // rank's lives and returns this one's, 1 for the first rejoin.
+  int64_t claim_incarnation();
 
   // Records this worker's arrival at the wait `name` and returns once every worker arrived, but
   // those recorded lost (Note [Waiting without the lost]). With a timeout, throws naming the
   // missing workers when it passes; with none (0), calls `check_alive(rank)` for each missing
   // worker every second (it throws when one is gone). `what` names the wait in errors
   // ("barrier", "shutdown").
+  // `skip`: ranks not waited for either (workers that rejoined, which count their barriers anew).
   void wait_for_everyone(const std::string& name, std::chrono::milliseconds timeout, const char* what,
-                         const std::function<void(int rank)>& check_alive);
+                         const std::function<void(int rank)>& check_alive, const std::vector<int>& skip = {});
 
-  // Records `ranks` lost for the rest of the world's life, for every worker's waits.
+  // Records `ranks` lost, for every worker's waits, until forget_lost.
   void record_lost(const std::vector<int>& ranks);
+  // Takes back the record that `rank` is lost (it rejoined the world).
+  void forget_lost(int rank);
   // The ranks some worker recorded lost.
   std::vector<int> recorded_lost();
 

@@ -10,7 +10,7 @@ packages=(
   dataset-fashion-mnist
   libgtest-dev libgmock-dev libbenchmark-dev
   valgrind clang-format clang libclang-rt-14-dev
-  iproute2
+  iproute2 etcd-server
 )
 
 missing=()

@@ -269,22 +269,25 @@ std::string Links::card() const {
 }
 
 void Links::add_peer(int rank, const std::string& card) {
-  if (static_cast<size_t>(rank) >= peers_.size()) peers_.resize(rank + 1);
   int64_t pid = 0;
   int32_t fd = -1;
   uint64_t inode = 0;
   char extra = 0;
   DISTGRAD_CHECK(std::sscanf(card.c_str(), "%ld %d %lu %c", &pid, &fd, &inode, &extra) == 3 && pid > 0, "rpc: worker ",
                  rank, "'s shared-memory card \"", card, "\" is not \"PID FD INODE\"");
-  peers_[rank] = std::make_unique<Peer>(pid, SegmentRef{fd, inode, 0, 0}, pool_bytes_);
+  auto peer = std::make_shared<Peer>(pid, SegmentRef{fd, inode, 0, 0}, pool_bytes_);
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  if (static_cast<size_t>(rank) >= peers_.size()) peers_.resize(rank + 1);
+  peers_[rank].swap(peer);  // a replaced link is freed outside the lock (`peer` ends after it)
 }
 
-Links::Peer* Links::find(int rank) const {
-  return rank >= 0 && static_cast<size_t>(rank) < peers_.size() ? peers_[rank].get() : nullptr;
+std::shared_ptr<Links::Peer> Links::find(int rank) const {
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  return rank >= 0 && static_cast<size_t>(rank) < peers_.size() ? peers_[rank] : nullptr;
 }
 
 bool Links::reads_from(int rank) {
-  Peer* peer = find(rank);
+  const std::shared_ptr<Peer> peer = find(rank);
   if (peer == nullptr) return false;
   int readable = peer->readable.load(std::memory_order_acquire);
   if (readable == Peer::kUnknown) {
@@ -295,18 +298,18 @@ bool Links::reads_from(int rank) {
 }
 
 bool Links::read_by(int rank) const {
-  const Peer* peer = find(rank);
+  const std::shared_ptr<Peer> peer = find(rank);
   return peer != nullptr && peer->read_by.load(std::memory_order_acquire);
 }
 
 void Links::set_read_by(int rank, bool reads) {
-  if (Peer* peer = find(rank)) peer->read_by.store(reads, std::memory_order_release);
+  if (const std::shared_ptr<Peer> peer = find(rank)) peer->read_by.store(reads, std::memory_order_release);
 }
 
 std::optional<SegmentRef> Links::put(int rank, const Tensor& tensor) {
   const size_t nbytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-  Peer* peer = find(rank);
-  if (nbytes < threshold_ || peer == nullptr) return std::nullopt;
+  const std::shared_ptr<Peer> peer = nbytes < threshold_ ? nullptr : find(rank);
+  if (peer == nullptr) return std::nullopt;
   std::optional<SegmentRef> ref = peer->pool.put(tensor);
   if (ref) {
     counters_.shared_tensors.fetch_add(1, std::memory_order_relaxed);
@@ -316,7 +319,7 @@ std::optional<SegmentRef> Links::put(int rank, const Tensor& tensor) {
 }
 
 Tensor Links::view(int rank, const SegmentRef& ref, const Shape& sizes, DType dtype) {
-  Peer* peer = find(rank);
+  const std::shared_ptr<Peer> peer = find(rank);
   if (peer == nullptr) {
     throw SegmentError("worker " + std::to_string(rank) + " is not on this host (or has shared memory off)");
   }
@@ -325,7 +328,8 @@ Tensor Links::view(int rank, const SegmentRef& ref, const Shape& sizes, DType dt
 
 std::pair<size_t, size_t> Links::pool_size() const {
   std::pair<size_t, size_t> total{0, 0};
-  for (const std::unique_ptr<Peer>& peer : peers_) {
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  for (const std::shared_ptr<Peer>& peer : peers_) {
     if (!peer) continue;
     const auto [segments, bytes] = peer->pool.size();
     total.first += segments;

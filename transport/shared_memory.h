@@ -187,8 +187,10 @@ class Links {
 
   // This process's part of its rendezvous entry: its pid and probe ("PID FD INODE").
   std::string card() const;
-  // Peer `rank`, on this host, published `card` (as card() wrote it). Before any call; throws
-  // distgrad::Error on a card that does not parse. Peers never added are not on this host.
+  // Peer `rank`, on this host, published `card` (as card() wrote it); throws distgrad::Error on a
+  // card that does not parse. Peers never added are not on this host. Adding a rank again (a
+  // worker that rejoined the world: a new process) replaces its link, agreement and pool; a
+  // transfer that already holds the old link finishes with it.
   void add_peer(int rank, const std::string& card);
 
   // Whether this process can open `rank`'s segments (probed on first use, then remembered).
@@ -211,11 +213,12 @@ class Links {
  private:
   struct Peer;
   // Peer `rank`, or null when it was never added (not on this host).
-  Peer* find(int rank) const;
+  std::shared_ptr<Peer> find(int rank) const;
 
   const size_t threshold_, pool_bytes_;
   const Probe probe_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; filled by add_peer before any call
+  mutable std::mutex peers_mutex_;                                          // guards peers_
+  std::vector<std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mutex_);  // by rank
   Counters counters_;
 };
 

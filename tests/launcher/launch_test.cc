@@ -22,6 +22,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/net_util.h"
 #include "tests/core/test_util.h"
 #include "tests/rpc/multiprocess.h"
 
@@ -126,6 +127,93 @@ TEST(DistgradRun, AWorkerLateForTheRendezvousFailsTheJobNamingIt) {
   EXPECT_NE(result.exit_code, 0) << result;
   EXPECT_THAT(result.output, HasSubstr("for workers to start, and these did not: 1 (of 3)")) << result;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 25s) << "the late worker was not stopped";
+}
+
+TEST(DistgradRun, MaxRejoinsStartsALostWorkerAgainAtMostThatManyTimes) {
+  const ProcessResult result = launch({"--nproc-per-node", "3", "--max-rejoins", "1", kWorker, "lost_twice"});
+  ASSERT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, HasSubstr("[1] rank 1 rejoin (unset)")) << result;
+  EXPECT_THAT(result.output, HasSubstr("exited with code 5; the other workers go on (--max-rejoins: it starts again)"))
+      << result;
+  EXPECT_THAT(result.output, HasSubstr("distgrad-run: starting rank 1 again into the running world (rejoin 1 of 1)"))
+      << result;
+  EXPECT_THAT(result.output, HasSubstr("[1] rank 1 rejoin 1")) << result;
+  EXPECT_THAT(result.output, HasSubstr("exited with code 5; the other workers go on (--tolerate-lost-workers)"))
+      << result;
+  size_t starts = 0;
+  for (size_t at = result.output.find("starting rank 1 again"); at != std::string::npos;
+       at = result.output.find("starting rank 1 again", at + 1)) {
+    ++starts;
+  }
+  EXPECT_EQ(starts, 1u) << result;
+}
+
+// `nodes` launchers of one elastic job on loopback with the c10d rendezvous (the first to bind
+// the endpoint serves it): `distgrad-run --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<free>
+// args...` each; their outputs and exit codes.
+std::vector<ProcessResult> launch_elastic(int nodes, std::vector<std::string> args) {
+  const std::vector<std::string> rendezvous = {
+      "--rdzv-backend", "c10d",         "--rdzv-endpoint", "127.0.0.1:" + std::to_string(rendezvous::pick_free_port()),
+      "--rdzv-id",      "elastic-test", "--rdzv-conf",     "last_call_timeout=1,keep_alive_interval=0.5"};
+  args.insert(args.begin(), rendezvous.begin(), rendezvous.end());
+  rpc::testing::WorldOptions options;
+  options.timeout = 90s;
+  return rpc::testing::run_world(kRun, args, nodes, options);
+}
+
+TEST(DistgradRun, TwoElasticNodesFormOneWorldWithRanksByArrival) {
+  const std::vector<ProcessResult> results =
+      launch_elastic(2, {"--nnodes", "1:2", "--nproc-per-node", "2", kWorker, "rpc"});
+  ASSERT_EQ(results.at(0).exit_code, 0) << results.at(0);
+  ASSERT_EQ(results.at(1).exit_code, 0) << results.at(1);
+  const std::string both = results[0].output + results[1].output;
+  EXPECT_THAT(both, HasSubstr("elastic round 0: node 0 of 2, ranks 0-1 of 4")) << both;
+  EXPECT_THAT(both, HasSubstr("elastic round 0: node 1 of 2, ranks 2-3 of 4")) << both;
+  EXPECT_THAT(both, HasSubstr("[0] all 4 workers answered")) << both;
+}
+
+TEST(DistgradRun, AnElasticFailureReformsTheJobInTheNextRoundWhichResumes) {
+  ScratchDir dir;
+  const ProcessResult result = launch_elastic(1, {"--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1",
+                                                  kWorker, "checkpoint", dir.path()})
+                                   .at(0);
+  ASSERT_EQ(result.exit_code, 0) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] starting at step 0 (restart 0)")) << result;
+  EXPECT_THAT(result.output, HasSubstr("exited with code 3: crashing at step 5 on purpose; re-forming the job "
+                                       "(restart 1 of 1)"))
+      << result;
+  EXPECT_THAT(result.output, HasSubstr("elastic round 1: node 0 of 1")) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] starting at step 5 (restart 1)")) << result;
+  EXPECT_THAT(result.output, HasSubstr("[0] finished 10 steps")) << result;
+}
+
+TEST(DistgradRun, AnElasticFailureWithNoRestartsLeftEndsTheJobOnEveryNode) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<ProcessResult> results =
+      launch_elastic(2, {"--nnodes", "2", "--nproc-per-node", "2", kWorker, "fail"});
+  // Rank 2 is on node 1, whichever launcher that is: its launcher exits with the worker's code,
+  // the other with 1, naming the failure.
+  const bool first_is_node1 = results.at(0).exit_code == 7;
+  const ProcessResult& node1 = results.at(first_is_node1 ? 0 : 1);
+  const ProcessResult& node0 = results.at(first_is_node1 ? 1 : 0);
+  EXPECT_EQ(node1.exit_code, 7) << node1;
+  EXPECT_THAT(node1.output, HasSubstr("exited with code 7: [worker2] error: boom; no restarts left (--max-restarts 0): "
+                                      "ending the job on every node"))
+      << node1;
+  EXPECT_EQ(node0.exit_code, 1) << node0;
+  EXPECT_THAT(node0.output, HasSubstr("distgrad-run: the elastic rendezvous elastic-test at the Store at 127.0.0.1:"))
+      << node0;
+  EXPECT_THAT(node0.output, HasSubstr(" is closed: node 1: rank 2 (pid ")) << node0;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "a node's workers were not stopped";
+}
+
+TEST(DistgradRun, AnElasticRoundBelowMinNodesFailsAfterTheJoinTimeout) {
+  const std::vector<ProcessResult> results =
+      launch_elastic(1, {"--nnodes", "2:3", "--rdzv-conf", "join_timeout=1", kWorker, "env"});
+  EXPECT_EQ(results.at(0).exit_code, 1) << results.at(0);
+  EXPECT_THAT(results[0].output, HasSubstr("did not form within 1 s (join_timeout): round 0 has 1 of at least 2 nodes"))
+      << results[0];
+  EXPECT_THAT(results[0].output, Not(HasSubstr("RANK="))) << "a worker started";
 }
 
 TEST(DistgradRun, RedirectsSendAStreamToTheLogFilesOnly) {

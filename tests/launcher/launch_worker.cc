@@ -13,6 +13,11 @@
 //   echo        prints "DIR from rank R" to stdout and "DIR on stderr from rank R" to stderr
 //               (DIR is any text here)
 //   unflushed   prints a line to stdout (no fflush, no setvbuf), then one to stderr, then sleeps
+//   elastic     an elastic job's training loop: rank 0 counts 40 steps of 100 ms from the step
+//               saved in DIR/step (its checkpoint), calling every worker at each step and
+//               printing "step S of world W in round R"; at the end "finished 40 steps"
+//   lost_twice  prints "rank R rejoin R" with DISTGRAD_REJOIN; rank 1 then fails with exit code 5
+//               (every time it starts), the others exit 0 after 2 s
 //   preemptible watches for preemption notices (rendezvous/preemption.h) and counts steps of
 //               10 ms (its pid in DIR/pid<rank> once it watches); on a notice it saves the step
 //               in DIR/step<rank>, prints "rank R
@@ -25,6 +30,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -59,6 +65,26 @@ int checkpoint(const std::string& dir) {
   }
   std::printf("finished 10 steps\n");
   return 0;
+}
+
+int elastic(const std::string& dir) {
+  return distgrad::rpc::auto_init_rpc(nullptr, distgrad::rpc::rank_zero_only([&] {
+                                        const std::string path = dir + "/step";
+                                        int step = 0;
+                                        std::ifstream(path) >> step;
+                                        const int world = distgrad::rpc::get_world_size();
+                                        for (; step < 40; ++step) {
+                                          for (int rank = 0; rank < world; ++rank)
+                                            distgrad::rpc::rpc_sync(rank, &whoami);
+                                          std::printf("step %d of world %d in round %s\n", step, world,
+                                                      env("DISTGRAD_RESTART_COUNT").c_str());
+                                          std::fflush(stdout);
+                                          std::ofstream(path + ".next") << step + 1;
+                                          std::filesystem::rename(path + ".next", path);
+                                          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                                        }
+                                        std::printf("finished 40 steps\n");
+                                      }));
 }
 
 int preemptible(const std::string& dir) {
@@ -122,6 +148,14 @@ int main(int argc, char** argv) {
   }
   if (mode == "checkpoint") return checkpoint(dir);
   if (mode == "preemptible") return preemptible(dir);
+  if (mode == "elastic") return elastic(dir);
+  if (mode == "lost_twice") {
+    std::printf("rank %s rejoin %s\n", env("RANK").c_str(), env("DISTGRAD_REJOIN").c_str());
+    std::fflush(stdout);
+    if (env("RANK") == "1") return 5;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    return 0;
+  }
   if (mode == "progress") {
     std::printf("step 1\rstep 2\rdone\n");
     return 0;

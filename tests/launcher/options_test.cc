@@ -132,11 +132,59 @@ TEST(LaunchOptions, HelpNeedsNoProgram) {
   EXPECT_THAT(launch_usage(), ::testing::HasSubstr("--nproc-per-node K|auto|cpu|gpu"));
 }
 
-TEST(LaunchOptions, StaticNodeCountsOnly) {
+TEST(LaunchOptions, AStaticRendezvousTakesFixedNodeCountsOnly) {
   EXPECT_EQ(parse({"--nnodes", "3:3", "--node-rank", "2", "prog"}).nnodes, 3);
-  EXPECT_ERROR_CONTAINS(parse({"--nnodes", "1:4", "prog"}),
-                        "--nnodes=1:4: elastic ranges (MIN:MAX with MIN != MAX) are not supported");
+  EXPECT_FALSE(parse({"prog"}).elastic());
+  EXPECT_ERROR_CONTAINS(
+      parse({"--nnodes", "1:4", "prog"}),
+      "--nnodes 1:4 is an elastic range, which needs an elastic rendezvous (--rdzv-backend c10d or etcd)");
   EXPECT_ERROR_CONTAINS(parse({"--nnodes", "1:2:3", "prog"}), "--nnodes=1:2:3 is not N or MIN:MAX");
+  EXPECT_ERROR_CONTAINS(parse({"--nnodes", "3:2", "prog"}), "--nnodes=3:2: MIN is above MAX");
+}
+
+TEST(LaunchOptions, MaxRejoinsImpliesToleratingLostWorkers) {
+  const LaunchOptions options = parse({"--max-rejoins", "2", "prog"});
+  EXPECT_EQ(options.max_rejoins, 2);
+  EXPECT_TRUE(options.tolerate_lost_workers);
+  EXPECT_FALSE(parse({"--max-rejoins", "0", "prog"}).tolerate_lost_workers);
+  EXPECT_ERROR_CONTAINS(parse({"--max-rejoins", "-1", "prog"}), "--max_rejoins=-1 must be at least 0");
+}
+
+TEST(LaunchOptions, ElasticRendezvousAsTorchrun) {
+  const LaunchOptions options =
+      parse({"--nnodes=1:4", "--rdzv-backend", "c10d", "--rdzv_endpoint", "10.0.0.1", "--rdzv-id", "job7",
+             "--rdzv-conf", "join_timeout=20,last_call_timeout=0.5,keep_alive_interval=1,keep_alive_max_attempt=5",
+             "--local-addr", "10.0.0.2", "prog"});
+  EXPECT_TRUE(options.elastic());
+  EXPECT_EQ(options.nnodes, 1);
+  EXPECT_EQ(options.max_nnodes, 4);
+  EXPECT_EQ(options.rdzv_endpoint, "10.0.0.1:29400");  // torchrun's c10d port
+  EXPECT_EQ(options.run_id, "job7");
+  EXPECT_EQ(options.rdzv_conf.min_nodes, 1);
+  EXPECT_EQ(options.rdzv_conf.max_nodes, 4);
+  EXPECT_EQ(options.rdzv_conf.join_timeout, std::chrono::seconds(20));
+  EXPECT_EQ(options.rdzv_conf.last_call_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(options.rdzv_conf.keep_alive_interval, std::chrono::seconds(1));
+  EXPECT_EQ(options.rdzv_conf.keep_alive_max_attempt, 5);
+  EXPECT_EQ(options.local_addr, "10.0.0.2");
+  // etcd's client port; etcd-v2 is read as etcd (distgrad speaks the v3 API); a fixed count.
+  const LaunchOptions etcd = parse({"--rdzv-backend=etcd-v2", "--rdzv-endpoint=[::1]", "--nnodes=2", "prog"});
+  EXPECT_EQ(etcd.rdzv_backend, "etcd");
+  EXPECT_EQ(etcd.rdzv_endpoint, "[::1]:2379");
+  EXPECT_EQ(etcd.rdzv_conf.min_nodes, 2);
+  EXPECT_EQ(etcd.rdzv_conf.max_nodes, 2);
+  EXPECT_EQ(parse({"prog"}, {{"PET_RDZV_BACKEND", "c10d"}, {"PET_RDZV_ENDPOINT", "h:1234"}}).rdzv_endpoint, "h:1234");
+  // --node-rank is not the elastic rendezvous' to check: ranks follow arrival.
+  EXPECT_TRUE(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=h", "--node-rank=5", "prog"}).elastic());
+
+  EXPECT_ERROR_CONTAINS(parse({"--rdzv-backend", "zookeeper", "prog"}),
+                        "--rdzv_backend=zookeeper is not a rendezvous backend (static, c10d or etcd)");
+  EXPECT_ERROR_CONTAINS(parse({"--rdzv-backend", "c10d", "prog"}),
+                        "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT]");
+  EXPECT_ERROR_CONTAINS(parse({"--rdzv-conf", "join_timeout=-2", "prog"}),
+                        "--rdzv_conf join_timeout=-2 is not a positive number of seconds");
+  EXPECT_ERROR_CONTAINS(parse({"--rdzv-conf", "read_timeout=5", "prog"}), "--rdzv_conf: unknown key read_timeout");
+  EXPECT_ERROR_CONTAINS(parse({"--rdzv-conf", "join_timeout", "prog"}), "--rdzv_conf: join_timeout is not key=value");
 }
 
 TEST(LaunchOptions, BadInputNamesTheFlagOrVariableAndTheValue) {
@@ -164,11 +212,30 @@ TEST(WorkersPerNode, CountsCpusOrGpus) {
   EXPECT_ERROR_CONTAINS(workers_per_node("gpu", 16, 0), "--nproc-per-node gpu, but no CUDA device is visible");
 }
 
+TEST(WorkerEnvironment, AnElasticRoundsPlacementSetsTheRanksAndTheStore) {
+  const LaunchOptions options = parse({"--rdzv-backend", "etcd", "--rdzv-endpoint", "10.0.0.9", "prog"});
+  GroupInfo group;
+  group.nproc_per_node = 2;
+  group.master_port = 41000;
+  group.placement = NodePlacement{.node_rank = 2, .first_rank = 5, .world_size = 9, .master_addr = "10.0.0.3"};
+  std::map<std::string, std::string> env = worker_environment(options, group, 1, {});
+  EXPECT_EQ(env["RANK"], "6");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "9");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "2");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.3");
+  EXPECT_EQ(env["MASTER_PORT"], "41000");
+}
+
 TEST(WorkerEnvironment, RanksOfTheSecondNodeOfTwo) {
   const LaunchOptions options =
       parse({"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--run-id", "job7", "prog"});
-  const GroupInfo group{
-      .nproc_per_node = 3, .master_port = 29555, .restart_count = 2, .token = "secret", .line_buffer_library = ""};
+  GroupInfo group;
+  group.nproc_per_node = 3;
+  group.master_port = 29555;
+  group.restart_count = 2;
+  group.token = "secret";
   std::map<std::string, std::string> env =
       worker_environment(options, group, 1, {{"PATH", "/usr/bin"}, {"RANK", "stale"}});
   EXPECT_EQ(env["RANK"], "4");

@@ -2,11 +2,14 @@
 // of a world by tests/partition/remote_call_test.cc (through tests/rpc/multiprocess.h). Rank 0
 // drives each scenario through remote_*_call / parallelize* and checks what comes back; the
 // other ranks serve. A failed check ends rank 0 with "[worker0] error: ..." and exit code 1.
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -439,6 +442,20 @@ void check_equal(const Tensor& actual, const Tensor& expected, const std::string
   check(difference == 0, message.str());
 }
 
+// A parallelized MAML step of `net` over `tasks` (one per call, 2 inner steps), with
+// reissue_lost_partitions as given; the worker `dying_rank` dies in its forward (-1: none).
+// Returns the meta-loss and the gradients (take_gradients).
+std::pair<Tensor, std::map<std::string, Tensor>> maml_step(TinyNet& net, Task& tasks, bool reissue,
+                                                           int64_t dying_rank) {
+  dg::autograd::Context context;
+  const auto meta_loss =
+      dg::parallelize(adapt_and_eval_or_die, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}),
+                      dg::mean_reducer, {.reissue_lost_partitions = reissue});
+  const Tensor loss = meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks, 2, dying_rank);
+  dg::autograd::backward(context, {loss});
+  return {loss.detach(), take_gradients(net, tasks)};
+}
+
 // Requires `survivors` to hold no distributed autograd context within 10 s (releases travel
 // without being waited for).
 void expect_no_context_on(const std::vector<int>& survivors) {
@@ -463,16 +480,7 @@ void lost_workers() {
   dg::manual_seed(5);
   TinyNet net;
   Task tasks = sinusoid_tasks(6);
-  constexpr int kInnerSteps = 2;
-  const auto step = [&](bool reissue, int64_t dying_rank) {
-    dg::autograd::Context context;
-    const auto meta_loss =
-        dg::parallelize(adapt_and_eval_or_die, dg::dim_partitioner(0, {.exclusive = true, .keepdim = false}),
-                        dg::mean_reducer, {.reissue_lost_partitions = reissue});
-    const Tensor loss = meta_loss(dg::nn::module_clone(net, dg::nn::CloneBy::kClone), tasks, kInnerSteps, dying_rank);
-    dg::autograd::backward(context, {loss});
-    return std::pair{loss.detach(), take_gradients(net, tasks)};
-  };
+  const auto step = [&](bool reissue, int64_t dying_rank) { return maml_step(net, tasks, reissue, dying_rank); };
   const auto [undisturbed_loss, undisturbed_gradients] = step(false, -1);
 
   const auto start = std::chrono::steady_clock::now();
@@ -542,6 +550,85 @@ void abandoned_call() {
   std::printf("abandoned_call: not reissued, UNAVAILABLE naming worker2, no context left\n");
 }
 
+int64_t process_id() { return ::getpid(); }
+DISTGRAD_REMOTE(process_id);
+
+int64_t own_incarnation() { return dg::rpc::incarnation(); }
+DISTGRAD_REMOTE(own_incarnation);
+
+// Under `distgrad-run --max-rejoins 1` (world of 4): worker2 dies in a parallelized MAML step's
+// forward (which the policy completes, equal to an undisturbed step), the launcher starts it
+// again, and it rejoins the running world (Note [Rejoining workers]): rank 0 sees the membership
+// change (lost, then rejoined), the new process (another pid, incarnation 1) answers calls with
+// tensors large enough for shared memory, the next partitioned call uses it again, a MAML step
+// through it equals the undisturbed one, an RRef it owns works, and no context is left anywhere.
+// The rejoined worker ends in the graceful shutdown with the others.
+void rejoin() {
+  using namespace std::chrono_literals;
+  std::mutex events_mutex;
+  std::vector<dg::rpc::MembershipChange> events;
+  dg::rpc::on_membership_change([&](const dg::rpc::MembershipChange& change) {
+    std::lock_guard<std::mutex> lock(events_mutex);
+    events.push_back(change);
+  });
+  const auto seen = [&] {
+    std::lock_guard<std::mutex> lock(events_mutex);
+    std::string text;
+    for (const auto& change : events) {
+      text += std::string(change.kind == dg::rpc::MembershipChange::Kind::kLost ? " lost " : " rejoined ") +
+              std::to_string(change.rank) + "@" + std::to_string(change.epoch);
+    }
+    return text;
+  };
+
+  dg::manual_seed(5);
+  TinyNet net;
+  Task tasks = sinusoid_tasks(8);
+  const auto step = [&](int64_t dying_rank) { return maml_step(net, tasks, /*reissue=*/true, dying_rank); };
+  const auto [undisturbed_loss, undisturbed_gradients] = step(-1);
+  const int64_t first_pid = dg::rpc::rpc_sync(2, process_id);
+  check(dg::rpc::membership_epoch() == 0, "no change before worker2 dies");
+
+  const auto [loss, gradients] = step(2);
+  check_equal(loss, undisturbed_loss, "the meta-loss of the step that lost worker2");
+  for (const auto& [name, gradient] : gradients) check_equal(gradient, undisturbed_gradients.at(name), name);
+  check(seen().starts_with(" lost 2@1"), "worker2 was recorded lost; seen:" + seen());  // it may be back already
+
+  const auto waiting = std::chrono::steady_clock::now();
+  while (dg::rpc::is_worker_lost(2)) {
+    check(std::chrono::steady_clock::now() - waiting < 60s, "worker2 did not rejoin within 60 s; seen:" + seen());
+    std::this_thread::sleep_for(10ms);
+  }
+  check(seen() == " lost 2@1 rejoined 2@2", "the membership changes seen: lost 2@1 rejoined 2@2, found" + seen());
+  check(dg::rpc::membership_epoch() == 2, "membership epoch 2");
+  check(dg::rpc::live_workers() == std::vector<int>{0, 1, 2, 3}, "every worker is live again");
+  dg::rpc::mark_worker_lost(2, /*seen_at_epoch=*/0);  // a late failure of a call to the old process
+  check(!dg::rpc::is_worker_lost(2) && dg::rpc::membership_epoch() == 2, "a failure of the earlier life is ignored");
+  const int64_t second_pid = dg::rpc::rpc_sync(2, process_id);
+  check(second_pid != first_pid, "worker2 is a new process (pid " + std::to_string(second_pid) + ")");
+  check(dg::rpc::rpc_sync(2, own_incarnation) == 1, "worker2 is in its second life (incarnation 1)");
+  check(dg::rpc::rpc_sync(1, own_incarnation) == 0, "worker1 is in its first life");
+  const Tensor large = batch(256, 64);  // 128 KiB both ways: shared memory where it is on
+  const auto [rank, doubled] = dg::rpc::rpc_sync(2, doubled_with_rank, large);
+  check(rank == 2, "the rejoined worker answered as rank 2");
+  check_close(doubled, dg::untracked::mul(large, 2.0), "a large tensor doubled by the rejoined worker");
+
+  const auto samples = dg::parallelize(doubled_with_rank, dg::exclusive_batch_partitioner)(batch(8, 1));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    check(samples[i].first == static_cast<int64_t>(i % 4),
+          "sample " + std::to_string(i) + " ran on rank " + std::to_string(samples[i].first) + ", not " +
+              std::to_string(i % 4) + ": the partitioner uses worker2 again");
+  }
+  const auto [again_loss, again_gradients] = step(-1);
+  check_equal(again_loss, undisturbed_loss, "the meta-loss of a step through the rejoined worker");
+  for (const auto& [name, gradient] : again_gradients) check_equal(gradient, undisturbed_gradients.at(name), name);
+  check(dg::rpc::remote(2, rank_plus, int64_t{40}).to_here() == 42, "an RRef owned by the rejoined worker");
+  expect_no_context_on({0, 1, 2, 3});
+  std::printf(
+      "rejoin: worker2 came back as a new process (incarnation 1); lost then rejoined, the partitioner and a MAML "
+      "step use it again, both steps equal the undisturbed one, no context left\n");
+}
+
 // Each scenario runs as a whole program: rank 0 drives it, the others serve until shutdown.
 int world_running(void (*scenario)()) { return dg::auto_init_rpc(nullptr, dg::rank_zero_only(scenario)); }
 
@@ -556,6 +643,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"maml_gradients", [] { return world_running(maml_gradients); }},
       {"lost_workers", [] { return world_running(lost_workers); }},
       {"abandoned_call", [] { return world_running(abandoned_call); }},
+      {"rejoin", [] { return world_running(rejoin); }},
   };
   return all;
 }

@@ -160,6 +160,25 @@ TEST(SharedMemoryLinks, PeersOnThisHostReadEachOthersSegmentsOthersDoNot) {
   EXPECT_THAT(segment_error([&] { links.view(1, *ref, {1000}, kFloat32); }), HasSubstr("not on this host"));
 }
 
+// A worker that rejoined the world is a new process: adding its rank again starts its link anew
+// (its agreement and pool), while a tensor received over the old link stays readable.
+TEST(SharedMemoryLinks, AddingAPeerAgainReplacesItsLink) {
+  Links links(/*threshold=*/1024, size_t{1} << 30);
+  links.add_peer(0, links.card());
+  links.set_read_by(0, true);
+  const std::optional<SegmentRef> ref = links.put(0, floats(1000));
+  ASSERT_TRUE(ref.has_value());
+  const Tensor received = links.view(0, *ref, {1000}, kFloat32);
+  EXPECT_EQ(links.pool_size().first, 1u);
+  links.add_peer(0, links.card());
+  EXPECT_FALSE(links.read_by(0));          // the new process has not said it can read them
+  EXPECT_EQ(links.pool_size().first, 0u);  // the old pool went with the old link
+  EXPECT_TRUE(links.reads_from(0));        // probed anew
+  EXPECT_TRUE(untracked::equal(received, floats(1000)));
+  links.add_peer(0, std::to_string(::getpid()) + " 1000000 7");  // a card whose probe cannot be opened
+  EXPECT_FALSE(links.reads_from(0));
+}
+
 TEST(SharedMemoryLinks, AMalformedCardIsAnErrorNamingTheWorker) {
   Links links(1024, size_t{1} << 30);
   try {
