@@ -41,13 +41,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Variables a launcher may have left in our own environment; the worlds get only ours.
 LAUNCHER_PREFIXES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_",
                      "DISTGRAD_TOKEN", "DISTGRAD_INSECURE", "DISTGRAD_USE_AGENT_STORE", "DISTGRAD_SHM", "DISTGRAD_SAME_HOST",
-                     "DISTGRAD_SOCKET_CALLS", "DISTGRAD_GRPC_ONLY", "DISTGRAD_TRACE")
+                     "DISTGRAD_SOCKET_CALLS", "DISTGRAD_SOCKET_OWN_READS", "DISTGRAD_GRPC_ONLY", "DISTGRAD_TRACE")
 # A value of a contender's variable that run_world replaces with a fresh folder of the world's own.
 WORLD_FOLDER = "<world folder>"
 # Our contenders: the defaults (every fast path on), as if the peers were on other hosts (small calls
-# on TCP sockets, the rest over gRPC), gRPC alone, and the defaults recording a trace (docs/tracing.md).
+# on TCP sockets, the rest over gRPC), gRPC alone, the defaults recording a trace (docs/tracing.md), and
+# the defaults with blocking calls woken by the socket's reader thread (Note [Reading one's own reply]).
 OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"},
-        "distgrad-traced": {"DISTGRAD_TRACE": WORLD_FOLDER}}
+        "distgrad-traced": {"DISTGRAD_TRACE": WORLD_FOLDER},
+        "distgrad-reader-wakes": {"DISTGRAD_SOCKET_OWN_READS": "0"}}
 # The suffix of a contender of OURS run from the --baseline build.
 BASELINE = "@baseline"
 # The rref mode's worlds: (workers, the workloads measured there).

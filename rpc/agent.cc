@@ -54,6 +54,7 @@ RpcOptions with_environment(RpcOptions options) {
   read_switch("DISTGRAD_SAME_HOST", &options.same_host);
   read_switch("DISTGRAD_SHM", &options.shared_memory);
   read_switch("DISTGRAD_SOCKET_CALLS", &options.socket_calls);
+  read_switch("DISTGRAD_SOCKET_OWN_READS", &options.socket_own_reads);
   if (!options.same_host) options.shared_memory = false;
   if (std::optional<uint64_t> bytes = rendezvous::getenv_bytes("DISTGRAD_SHM_THRESHOLD", "init_rpc")) {
     options.shared_memory_threshold = *bytes;
@@ -209,9 +210,9 @@ void Agent::Impl::start() {
     peers.push_back(
         peer_address(entries[rank], same_host, !server->socket_name().empty(), server->socket_tcp_port() > 0));
   }
-  client = std::make_unique<CallClient>(CallClient::Setup{world, names, std::move(peers), token, credentials,
-                                                          options.device_maps, options.socket_frame_limit,
-                                                          options.max_message_bytes, paths, interceptors});
+  client = std::make_unique<CallClient>(CallClient::Setup{
+      world, names, std::move(peers), token, credentials, options.device_maps, options.socket_frame_limit,
+      options.socket_own_reads, options.max_message_bytes, paths, interceptors});
   rrefs = std::make_shared<detail::RRefContext>(detail::RRefContext::Setup{
       world.rank, names, options.holder_check_interval,
       [this](int rank) {

@@ -326,9 +326,30 @@ Encoded CallClient::call_sync(int to, OutgoingCall call, std::chrono::millisecon
   const grpc::ByteBuffer request = encode_request(to, call, trace_id);
   const auto start = std::chrono::steady_clock::now();
   if (call_socket::Client* socket = socket_for(to, request, timeout)) {
-    Future<Encoded> reply = call_over_socket(*socket, to, call.function, request, timeout, trace_id);
-    trace::Span wait("rpc", "wait for reply");
-    return reply.get();
+    if (!setup_.socket_own_reads) {
+      Future<Encoded> reply = call_over_socket(*socket, to, call.function, request, timeout, trace_id);
+      trace::Span wait("rpc", "wait for reply");
+      return reply.get();
+    }
+    socket_calls_.fetch_add(1, std::memory_order_relaxed);
+    call_started(&request, nullptr);
+    grpc::ByteBuffer reply;
+    grpc::Status status;
+    {
+      detail::BlockingScope blocking;
+      trace::Span wait("rpc", "wait for reply");
+      status = socket->call_sync(request, timeout, &reply);  // Note [Reading one's own reply]
+    }
+    try {
+      if (!status.ok()) throw call_error(to, call.function, status);
+      Encoded result = decode_reply(to, call.function, reply, trace_id);
+      call_finished(&request);
+      return result;
+    } catch (...) {
+      trace_call_ended(trace_id, call.function, 0, /*failed=*/true);
+      call_finished(&request);
+      throw;
+    }
   }
   timeout = time_left(timeout, start);
   grpc_calls_.fetch_add(1, std::memory_order_relaxed);

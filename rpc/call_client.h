@@ -57,6 +57,7 @@ class CallClient {
     const rendezvous::TransportCredentials& credentials;
     std::map<std::string, DeviceMap> device_maps;  // RpcOptions::device_maps
     size_t socket_frame_limit;
+    bool socket_own_reads;       // RpcOptions::socket_own_reads
     uint64_t max_message_bytes;  // RpcOptions::max_message_bytes, for replies
     TensorPaths& paths;
     const InterceptorChain& interceptors;

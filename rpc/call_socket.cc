@@ -42,6 +42,8 @@ struct MessageHeader {
 constexpr size_t kSliceBytes = size_t{16} << 20;
 // How often a reader looks at its calls' deadlines while nothing arrives.
 constexpr auto kDeadlineCheck = std::chrono::milliseconds(100);
+// How long the reader thread keeps reading after the last call with a completion answered.
+constexpr auto kLinger = std::chrono::milliseconds(2);
 // The largest token message a connection may send.
 constexpr uint64_t kMaxHelloBytes = 4096;
 // How long the acceptor waits after an accept failed for want of descriptors or memory.
@@ -485,24 +487,26 @@ void Client::close(const grpc::Status& why) {
     open_ = false;
     closed_because_ = why;
   }
-  ::shutdown(fd_, SHUT_RDWR);  // the reader sees the end of the stream and fails what is left
+  ::shutdown(fd_, SHUT_RDWR);  // the holder of the read role sees the end of the stream and fails what is left
+  changed_.notify_all();       // the reader thread takes the role to find it
 }
 
-void Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) {
-  uint64_t id = 0;
-  std::optional<grpc::Status> closed;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    if (!open_) {
-      closed = closed_because_;
-    } else {
-      id = next_id_++;
-      const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
-      pending_.emplace(id, Pending{std::move(done), deadline});
-      if (timeout.count() > 0) deadlines_.emplace(deadline, id);
-    }
+std::optional<uint64_t> Client::add_pending(std::chrono::milliseconds timeout, Pending pending, grpc::Status* closed) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (!open_) {
+    *closed = closed_because_;
+    return std::nullopt;
   }
-  if (closed) return done(*closed, {});  // outside the lock: `done` may run user continuations
+  const uint64_t id = next_id_++;
+  const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  pending.deadline = deadline;
+  if (pending.done) ++with_completion_;
+  pending_.emplace(id, std::move(pending));
+  if (timeout.count() > 0) deadlines_.emplace(deadline, id);
+  return id;
+}
+
+void Client::send_request(uint64_t id, const grpc::ByteBuffer& request) {
   bool sent = false;
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
@@ -511,17 +515,62 @@ void Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds tim
   if (!sent) close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call socket closed: " + errno_text()));
 }
 
+void Client::call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) {
+  grpc::Status closed;
+  const std::optional<uint64_t> id = add_pending(timeout, Pending{done, {}, nullptr}, &closed);
+  if (!id) return done(closed, {});  // outside the lock: `done` may run user continuations
+  changed_.notify_all();             // the reader thread reads while calls of call() are pending
+  send_request(*id, request);
+}
+
+grpc::Status Client::call_sync(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
+                               grpc::ByteBuffer* reply) {
+  Slot slot;
+  grpc::Status closed;
+  const std::optional<uint64_t> id = add_pending(timeout, Pending{nullptr, {}, &slot}, &closed);
+  if (!id) return closed;
+  send_request(*id, request);
+  std::unique_lock<std::mutex> lock(pending_mutex_);
+  while (!slot.done) {
+    if (reading_) {
+      ++blocking_waiting_;
+      changed_.wait(lock);
+      --blocking_waiting_;
+      continue;
+    }
+    reading_ = true;  // Note [Reading one's own reply]
+    lock.unlock();
+    read_one(Clock::time_point::max());
+    lock.lock();
+    reading_ = false;
+    changed_.notify_all();
+  }
+  *reply = std::move(slot.reply);
+  return slot.status;
+}
+
 void Client::complete(uint64_t id, const grpc::Status& status, grpc::ByteBuffer reply) {
   Completion done;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     auto call = pending_.find(id);
     if (call == pending_.end()) return;  // timed out before
-    done = std::move(call->second.done);
     deadlines_.erase({call->second.deadline, id});
+    if (Slot* slot = call->second.slot) {
+      slot->status = status;
+      slot->reply = std::move(reply);
+      slot->done = true;
+    } else {
+      done = std::move(call->second.done);
+      --with_completion_;
+    }
     pending_.erase(call);
   }
-  done(status, std::move(reply));
+  if (done) {
+    done(status, std::move(reply));
+  } else {
+    changed_.notify_all();
+  }
 }
 
 void Client::fail_all(const grpc::Status& status) {
@@ -532,61 +581,98 @@ void Client::fail_all(const grpc::Status& status) {
     if (closed_because_.ok()) closed_because_ = status;
     failed.swap(pending_);
     deadlines_.clear();
+    with_completion_ = 0;
+    for (auto& [id, call] : failed) {
+      if (call.slot == nullptr) continue;
+      call.slot->status = status;
+      call.slot->done = true;
+    }
   }
-  for (auto& [id, call] : failed) call.done(status, {});
+  changed_.notify_all();
+  for (auto& [id, call] : failed) {
+    if (call.done) call.done(status, {});
+  }
 }
 
 void Client::read_replies() {
   for (;;) {
-    // Fail the calls whose deadline passed, then wait for a reply up to the next deadline.
-    std::vector<uint64_t> expired;
-    Clock::time_point next = Clock::now() + kDeadlineCheck;
+    {
+      std::unique_lock<std::mutex> lock(pending_mutex_);
+      changed_.wait(lock, [this] { return !reading_ && (with_completion_ > 0 || !open_); });
+      reading_ = true;
+    }
+    // Reads while calls with a completion are in flight, and kLinger after the last one, so that
+    // a stream of them does not wake this thread for each (unless a blocking caller waits).
+    Clock::time_point linger_until = Clock::now() + kLinger;
+    bool open = true;
+    for (;;) {
+      open = read_one(linger_until);
+      if (!open) break;
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      if (with_completion_ > 0) {
+        linger_until = Clock::now() + kLinger;
+      } else if (Clock::now() >= linger_until || blocking_waiting_ > 0 || !open_) {
+        break;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(pending_mutex_);
-      const Clock::time_point now = Clock::now();
-      for (auto deadline = deadlines_.begin(); deadline != deadlines_.end() && deadline->first <= now; ++deadline) {
-        expired.push_back(deadline->second);
-      }
-      for (const auto& [deadline, id] : deadlines_) {
-        if (deadline > now) {
-          next = std::min(next, deadline);
-          break;
-        }
-      }
+      reading_ = false;
     }
-    for (uint64_t id : expired) {
-      complete(id, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"), {});
+    changed_.notify_all();
+    if (!open) return;
+  }
+}
+
+bool Client::read_one(Clock::time_point wake_by) {
+  // Fail the calls whose deadline passed, then wait for a reply up to the next deadline.
+  std::vector<uint64_t> expired;
+  Clock::time_point next = std::min(wake_by, Clock::now() + kDeadlineCheck);
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    const Clock::time_point now = Clock::now();
+    for (auto deadline = deadlines_.begin(); deadline != deadlines_.end() && deadline->first <= now; ++deadline) {
+      expired.push_back(deadline->second);
     }
-    pollfd ready{fd_, POLLIN, 0};
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
-    const int polled = ::poll(&ready, 1, static_cast<int>(std::max<int64_t>(wait, 0) + 1));
-    if (polled < 0 && errno == EINTR) continue;
-    if (polled == 0) continue;
-    MessageHeader header;
-    std::vector<grpc::Slice> body;
-    const bool has_header = polled > 0 && read_exactly(fd_, &header, sizeof header) && header.kind == kReply;
-    const bool too_large_reply = has_header && max_reply_bytes_ > 0 && header.bytes > max_reply_bytes_;
-    if (!has_header || !(too_large_reply ? skip_body(fd_, header.bytes) : read_body(fd_, header.bytes, &body))) {
-      grpc::Status why(grpc::StatusCode::UNAVAILABLE, "the call socket to the worker closed");
-      {
-        std::lock_guard<std::mutex> lock(pending_mutex_);
-        if (!open_ && !closed_because_.ok()) why = closed_because_;
+    for (const auto& [deadline, id] : deadlines_) {
+      if (deadline > now) {
+        next = std::min(next, deadline);
+        break;
       }
-      ::shutdown(fd_, SHUT_RDWR);
-      fail_all(why);
-      return;
-    }
-    if (too_large_reply) {
-      complete(header.id, too_large("reply", header.bytes, max_reply_bytes_), {});
-    } else if (header.status == static_cast<uint32_t>(grpc::StatusCode::OK)) {
-      complete(header.id, grpc::Status::OK, to_buffer(body));
-    } else {
-      const auto code = header.status <= grpc::StatusCode::UNAUTHENTICATED
-                            ? static_cast<grpc::StatusCode>(header.status)
-                            : grpc::StatusCode::UNKNOWN;
-      complete(header.id, grpc::Status(code, to_string(body)), {});
     }
   }
+  for (uint64_t id : expired) {
+    complete(id, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"), {});
+  }
+  pollfd ready{fd_, POLLIN, 0};
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+  const int polled = ::poll(&ready, 1, static_cast<int>(std::max<int64_t>(wait, 0) + 1));
+  if (polled < 0 && errno == EINTR) return true;
+  if (polled == 0) return true;
+  MessageHeader header;
+  std::vector<grpc::Slice> body;
+  const bool has_header = polled > 0 && read_exactly(fd_, &header, sizeof header) && header.kind == kReply;
+  const bool too_large_reply = has_header && max_reply_bytes_ > 0 && header.bytes > max_reply_bytes_;
+  if (!has_header || !(too_large_reply ? skip_body(fd_, header.bytes) : read_body(fd_, header.bytes, &body))) {
+    grpc::Status why(grpc::StatusCode::UNAVAILABLE, "the call socket to the worker closed");
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      if (!open_ && !closed_because_.ok()) why = closed_because_;
+    }
+    ::shutdown(fd_, SHUT_RDWR);
+    fail_all(why);
+    return false;
+  }
+  if (too_large_reply) {
+    complete(header.id, too_large("reply", header.bytes, max_reply_bytes_), {});
+  } else if (header.status == static_cast<uint32_t>(grpc::StatusCode::OK)) {
+    complete(header.id, grpc::Status::OK, to_buffer(body));
+  } else {
+    const auto code = header.status <= grpc::StatusCode::UNAUTHENTICATED ? static_cast<grpc::StatusCode>(header.status)
+                                                                         : grpc::StatusCode::UNKNOWN;
+    complete(header.id, grpc::Status(code, to_string(body)), {});
+  }
+  return true;
 }
 
 }  // namespace distgrad::rpc::call_socket

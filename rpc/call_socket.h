@@ -6,7 +6,22 @@
 // instead sends the same frames (rpc/frame.h) over one connection per peer, each in a message with
 // a call id, and replies come back on it in any order. The callee reads requests on one thread per
 // connection and runs them on its executor, whose thread writes the reply; the caller's reader
-// thread completes the call. That is two wake-ups each way.
+// thread completes the call. That is two wake-ups each way. A blocking call (call_sync) instead
+// reads the socket itself while nobody else does (Note [Reading one's own reply]): one wake-up on
+// the caller's side.
+//
+// Note [Reading one's own reply]
+// Whoever reads the connection holds its read role (reading_): the reader thread while calls with
+// a completion (call()) are in flight, a couple of milliseconds after (so that a stream of them
+// does not wake it for each) unless a blocking caller waits, or when the connection closes; else
+// a blocking caller. A
+// blocking caller sends its request, then takes the role if it is free, or waits until its reply
+// arrives or the role frees. The holder reads one message at a time: a reply for a blocking call
+// goes into that call's slot (waking its caller), one for call() runs its completion on the
+// holder's thread; the holder also fails the calls whose deadline passed. Taking the role after the
+// send (not before) means a caller blocked writing a large request never holds it. An idle
+// connection is not polled at all; a closed one is found by the next call. RpcOptions::
+// socket_own_reads (DISTGRAD_SOCKET_OWN_READS) off sends blocking calls through call() instead.
 //
 // Between workers on one host (equal host identities: transport/shared_memory.h) the connection is an
 // abstract Unix-domain socket (no file, gone with the process), which takes connections only from
@@ -42,6 +57,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -124,10 +140,12 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Sends a request; `done` runs once, on the reader thread (inline when the connection is
-  // closed), with the reply or the status: DEADLINE_EXCEEDED after `timeout` (0: none),
-  // UNAVAILABLE when the connection closes first.
+  // Sends a request; `done` runs once, on the thread reading the connection (Note [Reading one's
+  // own reply]; inline when the connection is closed), with the reply or the status:
+  // DEADLINE_EXCEEDED after `timeout` (0: none), UNAVAILABLE when the connection closes first.
   void call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done);
+  // The same call, waiting for the reply on this thread, which reads it itself when it can.
+  grpc::Status call_sync(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, grpc::ByteBuffer* reply);
   // False once the connection closed (the server went away, or close()).
   bool is_open() const;
   // Closes the connection; calls in flight complete with `why`. Idempotent.
@@ -135,11 +153,28 @@ class Client {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Pending {
-    Completion done;
-    Clock::time_point deadline;
+  // Where the reply of a blocking call goes.
+  struct Slot {
+    bool done = false;
+    grpc::Status status;
+    grpc::ByteBuffer reply;
   };
+  struct Pending {
+    Completion done;  // a call(); null for a blocking call
+    Clock::time_point deadline;
+    Slot* slot = nullptr;  // a blocking call's
+  };
+  // The reader thread: reads while calls with a completion are pending (Note [Reading one's own
+  // reply]), until the connection ends.
   void read_replies();
+  // With the read role: fails the calls past their deadline, then waits up to the next deadline
+  // (at most kDeadlineCheck, and `wake_by`) for one message and completes its call. False once the
+  // connection ended (every call then failed).
+  bool read_one(Clock::time_point wake_by);
+  // Registers a call; nullopt when the connection is closed (then `closed` says why).
+  std::optional<uint64_t> add_pending(std::chrono::milliseconds timeout, Pending pending, grpc::Status* closed);
+  // Sends request `id`; closes the connection when that fails.
+  void send_request(uint64_t id, const grpc::ByteBuffer& request);
   // Takes every call out of pending_ and completes it with `status`.
   void fail_all(const grpc::Status& status);
   // Completes the call `id` with `status` if it is still pending.
@@ -155,6 +190,11 @@ class Client {
   uint64_t next_id_ ABSL_GUARDED_BY(pending_mutex_) = 1;
   bool open_ ABSL_GUARDED_BY(pending_mutex_) = true;
   grpc::Status closed_because_ ABSL_GUARDED_BY(pending_mutex_);
+  bool reading_ ABSL_GUARDED_BY(pending_mutex_) = false;         // someone holds the read role
+  size_t with_completion_ ABSL_GUARDED_BY(pending_mutex_) = 0;   // pending calls of call()
+  size_t blocking_waiting_ ABSL_GUARDED_BY(pending_mutex_) = 0;  // blocking callers waiting for the role
+  // Notified when the role frees, a blocking call's slot fills, a call() is added, or it closes.
+  std::condition_variable changed_;
 };
 
 }  // namespace distgrad::rpc::call_socket

@@ -64,14 +64,18 @@ struct RpcOptions {
   // `socket_frame_limit` bytes; not with TLS).
   bool socket_calls = true;
   size_t socket_frame_limit = size_t{64} << 10;
+  // A blocking call (rpc_sync) over a call socket reads its reply on its own thread when no other
+  // thread reads the socket, instead of being woken by the socket's reader thread (Note [Reading
+  // one's own reply] in rpc/call_socket.h).
+  bool socket_own_reads = true;
   // The largest message this worker accepts, a request from a caller or a reply to its own call,
   // in bytes (0 = no limit; tensors that travel through shared memory do not count). A larger
   // one fails its call with RESOURCE_EXHAUSTED naming both sizes, and is never held in memory
   // (over gRPC it is cut off by gRPC; on a call socket its bytes are read past).
   uint64_t max_message_bytes = 0;
-  // The environment overrides these: DISTGRAD_SAME_HOST, DISTGRAD_SHM, DISTGRAD_SOCKET_CALLS
-  // (0 or 1), DISTGRAD_SHM_THRESHOLD and DISTGRAD_MAX_MESSAGE_BYTES (bytes), and
-  // DISTGRAD_GRPC_ONLY=1 turns every fast path off.
+  // The environment overrides these: DISTGRAD_SAME_HOST, DISTGRAD_SHM, DISTGRAD_SOCKET_CALLS,
+  // DISTGRAD_SOCKET_OWN_READS (0 or 1), DISTGRAD_SHM_THRESHOLD and DISTGRAD_MAX_MESSAGE_BYTES
+  // (bytes), and DISTGRAD_GRPC_ONLY=1 turns every fast path off.
 };
 
 }  // namespace distgrad::rpc

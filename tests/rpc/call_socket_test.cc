@@ -1,6 +1,7 @@
 // The call socket's server against connections that never present the token, or present it
 // slowly, in one process (Note [Connections before the token], rpc/call_socket.h): what they
-// cost the server is bounded and given back, and a real client still gets its calls through.
+// cost the server is bounded and given back, and a real client still gets its calls through. And
+// the client's blocking calls that read their own replies (Note [Reading one's own reply]).
 #include "rpc/call_socket.h"
 
 #include <dirent.h>
@@ -8,9 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -194,6 +197,103 @@ TEST(CallSocketClient, AReplyOverItsLimitFailsItsCallAndTheConnectionServesOn) {
   const auto [served, reply_bytes] = call_with(client, 10);
   EXPECT_TRUE(served.ok()) << served.error_message();
   EXPECT_EQ(reply_bytes, 10u);
+}
+
+grpc::ByteBuffer bytes_of(const std::string& text) {
+  grpc::Slice slice(text);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string text_of(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string text;
+  for (const grpc::Slice& slice : slices) text.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return text;
+}
+
+// An echo server that answers "slow..." requests after 200 ms, on a thread of its own.
+std::unique_ptr<Server> echo_server_with_slow_requests() {
+  return std::make_unique<Server>(
+      kToken,
+      [](grpc::ByteBuffer request, Completion respond) {
+        if (text_of(request).rfind("slow", 0) != 0) return respond(grpc::Status::OK, std::move(request));
+        std::thread([request = std::move(request), respond = std::move(respond)]() mutable {
+          std::this_thread::sleep_for(200ms);
+          respond(grpc::Status::OK, std::move(request));
+        }).detach();
+      },
+      "");
+}
+
+// Blocking calls from four threads at once, beside calls with a completion (some answered
+// late), on one connection: every call gets its own reply, whoever reads it.
+TEST(CallSocketClient, BlockingCallsReadTheirOwnRepliesBesideCallsWithACompletion) {
+  std::unique_ptr<Server> server = echo_server_with_slow_requests();
+  Client client("unix:" + server->name(), kToken, 5s);
+  std::vector<std::promise<std::pair<grpc::Status, std::string>>> async_replies(20);
+  for (size_t i = 0; i < async_replies.size(); ++i) {
+    const std::string request = (i % 5 == 0 ? "slow " : "async ") + std::to_string(i);
+    client.call(bytes_of(request), 5s, [&, i](grpc::Status status, grpc::ByteBuffer reply) {
+      async_replies[i].set_value({status, text_of(reply)});
+    });
+  }
+  std::vector<std::thread> callers;
+  std::atomic<int> wrong{0};
+  for (int thread = 0; thread < 4; ++thread) {
+    callers.emplace_back([&, thread] {
+      for (int call = 0; call < 200; ++call) {
+        const std::string request = "sync " + std::to_string(thread) + "/" + std::to_string(call);
+        grpc::ByteBuffer reply;
+        const grpc::Status status = client.call_sync(bytes_of(request), 5s, &reply);
+        if (!status.ok() || text_of(reply) != request) ++wrong;
+      }
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  EXPECT_EQ(wrong.load(), 0);
+  for (size_t i = 0; i < async_replies.size(); ++i) {
+    const auto [status, reply] = async_replies[i].get_future().get();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply, (i % 5 == 0 ? "slow " : "async ") + std::to_string(i));
+  }
+}
+
+TEST(CallSocketClient, ABlockingCallFailsAtItsDeadlineAndTheConnectionServesOn) {
+  std::unique_ptr<Server> server = echo_server_with_slow_requests();
+  Client client("unix:" + server->name(), kToken, 5s);
+  grpc::ByteBuffer reply;
+  const auto start = Clock::now();
+  const grpc::Status late = client.call_sync(bytes_of("slow"), 50ms, &reply);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(Clock::now() - start, 190ms);
+  std::this_thread::sleep_for(250ms);  // the late reply arrives and is dropped
+  EXPECT_TRUE(client.call_sync(bytes_of("on time"), 5s, &reply).ok());
+  EXPECT_EQ(text_of(reply), "on time");
+}
+
+TEST(CallSocketClient, ABlockingCallEndsWhenTheConnectionClosesOrTheServerGoes) {
+  std::unique_ptr<Server> server = echo_server_with_slow_requests();
+  Client client("unix:" + server->name(), kToken, 5s);
+  grpc::ByteBuffer reply;
+  std::thread closer([&] {
+    std::this_thread::sleep_for(50ms);
+    client.close(grpc::Status(grpc::StatusCode::CANCELLED, "the caller stopped"));
+  });
+  const grpc::Status cancelled = client.call_sync(bytes_of("slow"), 5s, &reply);
+  closer.join();
+  EXPECT_EQ(cancelled.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(client.call_sync(bytes_of("after"), 5s, &reply).error_code(), grpc::StatusCode::CANCELLED);
+
+  Client other("unix:" + server->name(), kToken, 5s);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(50ms);
+    server->stop();
+  });
+  const grpc::Status gone = other.call_sync(bytes_of("slow"), 5s, &reply);
+  stopper.join();
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::UNAVAILABLE) << gone.error_message();
+  EXPECT_FALSE(other.is_open());
 }
 
 }  // namespace
