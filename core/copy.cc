@@ -24,8 +24,7 @@ Tensor to(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   Tensor source = contiguous(t);
   Tensor out = empty(t.sizes(), {.dtype = t.dtype(), .device = device});
-  cuda::detail::copy_bytes(out.data_ptr(), device, source.data_ptr(), source.device(),
-                           static_cast<size_t>(source.numel()) * source.element_size());
+  cuda::detail::copy_bytes(out.data_ptr(), device, source.data_ptr(), source.device(), source.nbytes());
   return out;
 }
 

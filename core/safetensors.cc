@@ -211,7 +211,7 @@ std::string make_header(const NamedTensors& tensors, const std::map<std::string,
     DISTGRAD_CHECK(tensor.defined(), where, ": tensor '", name, "' is undefined");
     OrderedJson shape = OrderedJson::array();
     for (int64_t size : tensor.sizes()) shape.push_back(size);
-    const uint64_t end = offset + static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+    const uint64_t end = offset + static_cast<uint64_t>(tensor.nbytes());
     header[name] = {{"dtype", safetensors_dtype_name(tensor.dtype())},
                     {"shape", std::move(shape)},
                     {"data_offsets", {offset, end}}};
@@ -230,7 +230,7 @@ template <typename Write>
 void write_tensor_data(const NamedTensors& tensors, Write&& write) {
   for (const auto& [name, tensor] : tensors) {
     const Tensor host = untracked::contiguous(untracked::to(tensor, Device::cpu()));
-    const size_t nbytes = static_cast<size_t>(host.numel()) * host.element_size();
+    const size_t nbytes = host.nbytes();
     if (nbytes > 0) write(host.data_ptr(), nbytes);
   }
 }

@@ -82,6 +82,8 @@ class Tensor {
   int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
   int64_t numel() const { return shape_numel(impl_->sizes); }
   size_t element_size() const { return distgrad::element_size(impl_->dtype); }
+  // The bytes of its elements, numel() * element_size() (PyTorch's Tensor.nbytes).
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   // True when the elements are laid out row-major without gaps.
   bool is_contiguous() const;
   const Storage& storage() const { return impl_->storage; }

@@ -114,7 +114,7 @@ void DistributedDataParallel::build_buckets() {
     parameter.bucket = b;
     parameter.offset = bucket_bytes[b] / static_cast<int64_t>(parameter.tensor.element_size());
     bucket.parameters.push_back(k);
-    bucket_bytes[b] += parameter.tensor.numel() * static_cast<int64_t>(parameter.tensor.element_size());
+    bucket_bytes[b] += static_cast<int64_t>(parameter.tensor.nbytes());
     const double cap = (b == 0 ? options_.first_bucket_cap_mb : options_.bucket_cap_mb) * kMiB;
     if (static_cast<double>(bucket_bytes[b]) >= cap) open.erase(found);
   }
@@ -187,7 +187,7 @@ void DistributedDataParallel::launch_ready_buckets() {
     trace::Span span("ddp", "launch bucket");
     span.arg("bucket", static_cast<int64_t>(next_bucket_));
     Bucket& bucket = buckets_[next_bucket_++];
-    span.arg("bytes", bucket.buffer.numel() * static_cast<int64_t>(bucket.buffer.element_size()));
+    span.arg("bytes", static_cast<int64_t>(bucket.buffer.nbytes()));
     // The ranks checked at construction that their buckets match (Note [Gradient buckets]).
     bucket.work = group_->all_reduce_async(bucket.buffer, ReduceOp::kAvg, CallCheck::kSkip);
     timeline_.bucket_launched.push_back(Clock::now());

@@ -190,8 +190,6 @@ void copy_bytes(void* destination, const void* source, size_t bytes) {
   if (bytes > 0) std::memcpy(destination, source, bytes);
 }
 
-size_t bytes_of(const Tensor& tensor) { return static_cast<size_t>(tensor.numel()) * tensor.element_size(); }
-
 // The first element of rank `rank`'s slice when `n` elements are shared by `ranks` ranks
 // (whole cache lines where it can).
 size_t slice_begin(size_t n, int rank, int ranks) {
@@ -285,7 +283,7 @@ class SharedMemoryBackend final : public CollectiveBackend {
     run(std::move(work), launch.caller_waits, [this, tensor, root, signature = launch.signature] {
       if (size() == 1) return;
       auto* data = static_cast<uint8_t*>(tensor.data_ptr());
-      const size_t bytes = bytes_of(tensor);
+      const size_t bytes = tensor.nbytes();
       for (size_t begin = 0; begin == 0 || begin < bytes; begin += chunk_bytes_) {
         const size_t count = std::min(chunk_bytes_, bytes - begin);
         const uint32_t round = next_round();
@@ -300,19 +298,19 @@ class SharedMemoryBackend final : public CollectiveBackend {
                   const Launch& launch) override {
     run(std::move(work), launch.caller_waits, [this, outputs, input, signature = launch.signature] {
       const auto* mine = static_cast<const uint8_t*>(input.data_ptr());
-      const size_t my_bytes = bytes_of(input);
+      const size_t my_bytes = input.nbytes();
       if (outputs[setup_.rank].data_ptr() != mine && my_bytes > 0) {
         std::memmove(outputs[setup_.rank].data_ptr(), mine, my_bytes);
       }
       size_t largest = 0;
-      for (const Tensor& output : outputs) largest = std::max(largest, bytes_of(output));
+      for (const Tensor& output : outputs) largest = std::max(largest, output.nbytes());
       for (size_t begin = 0; begin == 0 || begin < largest; begin += chunk_bytes_) {
         const uint32_t round = next_round();
         copy_bytes(slot(setup_.rank, round), mine + std::min(begin, my_bytes), chunk_of(my_bytes, begin));
         exchange(round, begin == 0 ? &signature : nullptr);
         for (int r = 0; r < size(); ++r) {
           if (r == setup_.rank) continue;
-          const size_t count = chunk_of(bytes_of(outputs[r]), begin);  // 0: no pointer past an empty tensor
+          const size_t count = chunk_of(outputs[r].nbytes(), begin);  // 0: no pointer past an empty tensor
           if (count > 0) copy_bytes(static_cast<uint8_t*>(outputs[r].data_ptr()) + begin, slot(r, round), count);
         }
       }
@@ -325,7 +323,7 @@ class SharedMemoryBackend final : public CollectiveBackend {
       // Byte offsets of each rank's share in the concatenated inputs.
       const size_t element = output.element_size();
       std::vector<size_t> offsets{0};
-      for (const Tensor& input : inputs) offsets.push_back(offsets.back() + bytes_of(input));
+      for (const Tensor& input : inputs) offsets.push_back(offsets.back() + input.nbytes());
       const size_t total = offsets.back();
       const size_t share_begin = offsets[setup_.rank], share_end = offsets[setup_.rank + 1];
       auto* out = static_cast<uint8_t*>(output.data_ptr());

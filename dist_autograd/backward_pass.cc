@@ -35,8 +35,7 @@ ReturnedGradients propagate_gradients(int64_t context_id, int64_t pass_id, int64
   trace::Span span("dist_autograd.message", "gradient message");  // trace/statistics.h counts these
   if (span.active()) {
     int64_t bytes = 0;
-    for (const Tensor& grad : grads)
-      bytes += grad.defined() ? grad.numel() * static_cast<int64_t>(grad.element_size()) : 0;
+    for (const Tensor& grad : grads) bytes += grad.defined() ? static_cast<int64_t>(grad.nbytes()) : 0;
     span.arg("context", context_id);
     span.arg("pass", pass_id);
     span.arg("from", int64_t{from});

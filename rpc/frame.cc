@@ -184,7 +184,7 @@ void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta) {
   for (int64_t size : tensor.data.sizes()) meta->add_sizes(size);
   meta->set_device_type(static_cast<int32_t>(tensor.target_device.type));
   meta->set_device_index(tensor.target_device.index);
-  meta->set_nbytes(tensor.data.numel() * tensor.data.element_size());
+  meta->set_nbytes(tensor.data.nbytes());
   if (tensor.shared) {
     wire::SharedSegment* segment = meta->mutable_shared();
     segment->set_fd(tensor.shared->fd);
@@ -206,7 +206,7 @@ grpc::ByteBuffer encode_frame(const google::protobuf::MessageLite& header, std::
   slices.reserve(1 + tensors.size());
   slices.emplace_back(head->data(), head->size(), &release_string, head);
   for (const WireTensor& tensor : tensors) {
-    const size_t nbytes = tensor.data.numel() * tensor.data.element_size();
+    const size_t nbytes = tensor.data.nbytes();
     if (nbytes == 0 || tensor.shared) continue;
     // The slice keeps the tensor (and so its memory) alive until gRPC has sent it.
     slices.emplace_back(tensor.data.data_ptr(), nbytes, &release_tensor, new Tensor(tensor.data));

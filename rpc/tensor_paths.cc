@@ -27,7 +27,7 @@ std::vector<WireTensor> TensorPaths::to_wire(const std::vector<Tensor>& tensors,
     }
     wire.push_back({untracked::contiguous(untracked::to(tensor, Device::cpu())), target});
     network_tensors_.fetch_add(1, std::memory_order_relaxed);
-    network_bytes_.fetch_add(tensor.numel() * tensor.element_size(), std::memory_order_relaxed);
+    network_bytes_.fetch_add(tensor.nbytes(), std::memory_order_relaxed);
   }
   return wire;
 }

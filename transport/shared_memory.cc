@@ -129,7 +129,7 @@ SegmentRef Segment::ref(uint64_t ticket) const { return {fd_, inode_, file_bytes
 // ---------------------------------------------------------------------------------------------
 
 std::optional<SegmentRef> SendPool::put(const Tensor& tensor) {
-  const size_t nbytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  const size_t nbytes = tensor.nbytes();
   Segment* segment = nullptr;
   uint64_t ticket = 0;
   {
@@ -307,7 +307,7 @@ void Links::set_read_by(int rank, bool reads) {
 }
 
 std::optional<SegmentRef> Links::put(int rank, const Tensor& tensor) {
-  const size_t nbytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  const size_t nbytes = tensor.nbytes();
   const std::shared_ptr<Peer> peer = nbytes < threshold_ ? nullptr : find(rank);
   if (peer == nullptr) return std::nullopt;
   std::optional<SegmentRef> ref = peer->pool.put(tensor);

@@ -271,7 +271,7 @@ void fill(const Tensor& out, double value) {
 void copy(const Tensor& out, const Tensor& in) {
   if (out.dtype() == in.dtype() && out.is_contiguous() && in.is_contiguous() && out.sizes() == in.sizes() &&
       in.device() == out.device()) {
-    const size_t nbytes = out.numel() * out.element_size();
+    const size_t nbytes = out.nbytes();
     if (nbytes == 0) {
       return;
     }

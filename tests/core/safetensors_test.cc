@@ -51,7 +51,7 @@ std::string file_of(std::string_view header, std::string_view data = {}) {
 // The bytes of `t`'s values, row-major, as the format stores them.
 std::string raw_bytes(const Tensor& t) {
   const Tensor host = untracked::contiguous(untracked::to(t, Device::cpu()));
-  return std::string(static_cast<const char*>(host.data_ptr()), static_cast<size_t>(host.numel()) * t.element_size());
+  return std::string(static_cast<const char*>(host.data_ptr()), host.nbytes());
 }
 
 void expect_same_tensors(const NamedTensors& actual, const NamedTensors& expected) {

@@ -31,6 +31,9 @@ TEST(Tensor, MetadataOfAContiguousTensor) {
   EXPECT_EQ(t.size(-1), 4);
   EXPECT_EQ(t.stride(0), 12);
   EXPECT_EQ(t.element_size(), 8u);
+  EXPECT_EQ(t.nbytes(), 24u * 8u);
+  EXPECT_EQ(untracked::select(t, 0, 1).nbytes(), 12u * 8u);  // a view's elements, not its storage's
+  EXPECT_EQ(zeros({0, 5}).nbytes(), 0u);
   EXPECT_TRUE(t.is_contiguous());
   EXPECT_ERROR_CONTAINS(t.size(3), "size", "dimension 3 is out of range");
 }

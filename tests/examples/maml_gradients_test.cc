@@ -114,7 +114,7 @@ TEST(MamlSinusoid, TrainingTwiceWithOneSeedGivesBitwiseIdenticalParameters) {
       const Tensor& expected = first.tensors[i].second;
       const Tensor& actual = run.tensors[i].second;
       ASSERT_EQ(actual.numel(), expected.numel()) << name << ", " << first.tensors[i].first;
-      EXPECT_EQ(std::memcmp(actual.data_ptr(), expected.data_ptr(), expected.numel() * expected.element_size()), 0)
+      EXPECT_EQ(std::memcmp(actual.data_ptr(), expected.data_ptr(), expected.nbytes()), 0)
           << first.tensors[i].first << " of " << name << " differs from " << first_name << " by up to "
           << largest_magnitude(untracked::sub(actual, expected));
     }

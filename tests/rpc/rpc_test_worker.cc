@@ -109,7 +109,7 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.sizes() != b.sizes() || !(a.device() == b.device())) return false;
   const Tensor ca = untracked::contiguous(untracked::to(a, Device::cpu())),
                cb = untracked::contiguous(untracked::to(b, Device::cpu()));
-  const size_t nbytes = static_cast<size_t>(a.numel()) * a.element_size();
+  const size_t nbytes = a.nbytes();
   return nbytes == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), nbytes) == 0;
 }
 
