@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -120,10 +119,7 @@ void ElasticAgent::finish(int64_t round) {
       const int64_t now = wall_clock_ms();
       rendezvous::drop_silent_nodes(s, now, options_.rdzv_conf);
       rendezvous::heartbeat(s, node_.id, now);
-      if (s.round == round && s.rank_of(node_.id) &&
-          std::find(s.finished.begin(), s.finished.end(), node_.id) == s.finished.end()) {
-        s.finished.push_back(node_.id);
-      }
+      rendezvous::finish(s, node_.id, round);
     });
     if (state.closed || state.all_finished() || received_stop_signal() != 0) return;
     DISTGRAD_CHECK(Clock::now() < deadline,

@@ -93,11 +93,12 @@ void WorkerGroup::start_attempt(int attempt) {
   workers_.clear();
   rejoins_.assign(group_.nproc_per_node, 0);
   to_rejoin_.clear();
-  for (int local_rank = 0; local_rank < group_.nproc_per_node; ++local_rank) start_worker(local_rank, 0);
+  const std::map<std::string, std::string> base = own_environment();
+  for (int local_rank = 0; local_rank < group_.nproc_per_node; ++local_rank) start_worker(local_rank, 0, base);
 }
 
-void WorkerGroup::start_worker(int local_rank, int rejoin) {
-  std::map<std::string, std::string> env = worker_environment(options_, group_, local_rank, own_environment());
+void WorkerGroup::start_worker(int local_rank, int rejoin, const std::map<std::string, std::string>& base) {
+  std::map<std::string, std::string> env = worker_environment(options_, group_, local_rank, base);
   if (rejoin > 0) env.insert_or_assign("DISTGRAD_REJOIN", std::string(1, '1'));  // Note [Rejoining workers]
   Worker& worker = workers_.emplace_back();
   worker.local_rank = local_rank;
@@ -343,9 +344,11 @@ AttemptEnd WorkerGroup::run_attempt(int attempt, const std::function<bool()>& st
 }
 
 void WorkerGroup::start_rejoining_workers() {
+  if (to_rejoin_.empty()) return;
+  const std::map<std::string, std::string> base = own_environment();
   for (int local_rank : to_rejoin_) {
     const int rejoin = ++rejoins_[local_rank];
-    start_worker(local_rank, rejoin);
+    start_worker(local_rank, rejoin, base);
     std::fprintf(stderr, "distgrad-run: starting rank %d again into the running world (rejoin %d of %d)\n",
                  workers_.back().rank, rejoin, options_.max_rejoins);
   }

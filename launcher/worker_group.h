@@ -114,8 +114,9 @@ class WorkerGroup {
   };
 
   void start_attempt(int attempt);
-  // Starts local worker `local_rank`; `rejoin` > 0: again, into the running world (--max-rejoins).
-  void start_worker(int local_rank, int rejoin);
+  // Starts local worker `local_rank` with the launcher's environment `base` and the worker's own
+  // variables; `rejoin` > 0: again, into the running world (--max-rejoins).
+  void start_worker(int local_rank, int rejoin, const std::map<std::string, std::string>& base);
   // Starts again the lost workers watch() queued while --max-rejoins allows.
   void start_rejoining_workers();
   std::chrono::milliseconds monitor_interval() const;

@@ -14,11 +14,16 @@ bool contains(const std::vector<std::string>& ids, const std::string& id) {
 
 void erase(std::vector<std::string>& ids, const std::string& id) { std::erase(ids, id); }
 
-// Opens the next round with `joiners` (by arrival, at most MAX of them; the rest wait).
-void open_next_round(ElasticState& state, std::vector<std::string> joiners, const ElasticSettings& settings) {
-  std::sort(joiners.begin(), joiners.end(), [&](const std::string& a, const std::string& b) {
+// Orders `ids` by their nodes' first arrival (Note [Elastic rounds]: node ranks follow it).
+void sort_by_arrival(const ElasticState& state, std::vector<std::string>& ids) {
+  std::sort(ids.begin(), ids.end(), [&](const std::string& a, const std::string& b) {
     return state.nodes.at(a).arrival < state.nodes.at(b).arrival;
   });
+}
+
+// Opens the next round with `joiners` (by arrival, at most MAX of them; the rest wait).
+void open_next_round(ElasticState& state, std::vector<std::string> joiners, const ElasticSettings& settings) {
+  sort_by_arrival(state, joiners);
   const size_t admitted = std::min(joiners.size(), static_cast<size_t>(settings.max_nodes));
   state.round += 1;
   state.complete = false;
@@ -138,17 +143,14 @@ void join(ElasticState& state, ElasticNode node, int64_t now_ms, const ElasticSe
   if (!state.complete) {
     if (!contains(state.participants, id)) state.participants.push_back(id);
     erase(state.waiting, id);
-  } else if (contains(state.participants, id)) {
-    if (!state.finished.empty()) return;  // the job is ending
-    std::vector<std::string> joiners = state.waiting;
-    joiners.push_back(id);
-    open_next_round(state, std::move(joiners), settings);
-  } else if (static_cast<int>(state.participants.size()) < settings.max_nodes && state.finished.empty()) {
+  } else if (state.finished.empty() &&
+             (contains(state.participants, id) || static_cast<int>(state.participants.size()) < settings.max_nodes)) {
+    // A participant whose workers failed, or a newcomer with room: the next round, with the waiting.
     std::vector<std::string> joiners = state.waiting;
     if (!contains(joiners, id)) joiners.push_back(id);
     open_next_round(state, std::move(joiners), settings);
-  } else if (!contains(state.waiting, id)) {
-    state.waiting.push_back(id);
+  } else if (!contains(state.participants, id) && !contains(state.waiting, id)) {
+    state.waiting.push_back(id);  // a full job, or one ending (a participant of it just stays)
   }
   complete_if_ready(state, now_ms, settings);
 }
@@ -175,6 +177,10 @@ void leave(ElasticState& state, const std::string& id, const ElasticSettings& se
   if (job_done && state.participants.empty()) state.closed = true;
 }
 
+void finish(ElasticState& state, const std::string& id, int64_t round) {
+  if (state.round == round && state.rank_of(id) && !contains(state.finished, id)) state.finished.push_back(id);
+}
+
 bool complete_if_ready(ElasticState& state, int64_t now_ms, const ElasticSettings& settings) {
   if (state.complete || state.closed) return false;
   const int joined = static_cast<int>(state.participants.size());
@@ -185,9 +191,7 @@ bool complete_if_ready(ElasticState& state, int64_t now_ms, const ElasticSetting
   if (joined < settings.max_nodes && now_ms < state.last_call_ms && !(state.formed_before && everyone_joined)) {
     return false;
   }
-  std::sort(state.participants.begin(), state.participants.end(), [&](const std::string& a, const std::string& b) {
-    return state.nodes.at(a).arrival < state.nodes.at(b).arrival;
-  });
+  sort_by_arrival(state, state.participants);
   state.complete = true;
   state.formed_before = true;
   state.last_call_ms = 0;
@@ -199,8 +203,7 @@ bool admit_waiting(ElasticState& state, const ElasticSettings& settings) {
       static_cast<int>(state.participants.size()) >= settings.max_nodes) {
     return false;
   }
-  std::vector<std::string> joiners = state.waiting;
-  open_next_round(state, std::move(joiners), settings);
+  open_next_round(state, state.waiting, settings);
   return true;
 }
 

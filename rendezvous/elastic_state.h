@@ -93,6 +93,10 @@ bool heartbeat(ElasticState& state, const std::string& id, int64_t now_ms);
 // ending). Returns whether it dropped any.
 bool drop_silent_nodes(ElasticState& state, int64_t now_ms, const ElasticSettings& settings);
 
+// Records that participant `id`'s workers of round `round` all succeeded; nothing when the state
+// is past that round or `id` is no participant of it.
+void finish(ElasticState& state, const std::string& id, int64_t round);
+
 // Removes node `id` (its launcher ends); as for a silent node, a complete round it was in gives
 // way to the next, unless a participant finished. The rendezvous closes, the job done, when the
 // last participant of a round in which all finished leaves.

@@ -24,8 +24,9 @@ std::string_view strip_brackets(std::string_view host) {
 std::string errno_message(int error) { return std::generic_category().message(error); }
 
 // Binds `port` (0: any) on `host` and closes the socket again; returns the port bound, or 0 with
-// `failure` saying why none was.
-int bind_and_close(const std::string& host, int port, std::string& failure) {
+// `failure` saying why none was. `caller` names the function in the error of a host that does not
+// resolve.
+int bind_and_close(const std::string& host, int port, std::string& failure, const char* caller) {
   std::string name(strip_brackets(host));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -33,7 +34,7 @@ int bind_and_close(const std::string& host, int port, std::string& failure) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* addresses = nullptr;
   int resolved = ::getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &addresses);
-  DISTGRAD_CHECK(resolved == 0, "cannot resolve host \"", host, "\": ", ::gai_strerror(resolved));
+  DISTGRAD_CHECK(resolved == 0, caller, ": cannot resolve host \"", host, "\": ", ::gai_strerror(resolved));
   failure = "no address";
   int bound_port = 0;
   for (addrinfo* address = addresses; address != nullptr && bound_port == 0; address = address->ai_next) {
@@ -62,14 +63,14 @@ int bind_and_close(const std::string& host, int port, std::string& failure) {
 
 int pick_free_port(const std::string& host) {
   std::string failure;
-  const int port = bind_and_close(host, 0, failure);
+  const int port = bind_and_close(host, 0, failure, "pick_free_port");
   DISTGRAD_CHECK(port != 0, "pick_free_port: cannot bind a port on \"", host, "\" (", failure, ")");
   return port;
 }
 
 bool port_is_free(const std::string& host, int port) {
   std::string failure;
-  return bind_and_close(host, port, failure) != 0;
+  return bind_and_close(host, port, failure, "port_is_free") != 0;
 }
 
 bool is_loopback_host(std::string_view host) {

@@ -111,6 +111,9 @@ struct Agent::Impl {
 
   void start();
   void stop();
+  // Where to call worker `rank`, which published `entry`; links its shared memory when it is on
+  // this host (Note [Rendezvous entry] in rpc/worker_directory.h).
+  PeerAddress link(int rank, const WorkerEntry& entry);
   // Fails naming `rank` when it has exited or does not answer within liveness_timeout (the waits
   // of a graceful shutdown without a deadline).
   void check_alive(int rank, const char* what);
@@ -202,14 +205,7 @@ void Agent::Impl::start() {
 
   std::vector<PeerAddress> peers;
   const std::vector<WorkerEntry> entries = directory->collect(options.init_timeout);
-  for (int rank = 0; rank < world.world_size; ++rank) {
-    const bool same_host = options.same_host && entries[rank].host_identity == host_identity;
-    if (same_host && paths.shared_memory() && !entries[rank].shared_memory_card.empty()) {
-      paths.shared_memory()->add_peer(rank, entries[rank].shared_memory_card);
-    }
-    peers.push_back(
-        peer_address(entries[rank], same_host, !server->socket_name().empty(), server->socket_tcp_port() > 0));
-  }
+  for (int rank = 0; rank < world.world_size; ++rank) peers.push_back(link(rank, entries[rank]));
   client = std::make_unique<CallClient>(CallClient::Setup{
       world, names, std::move(peers), token, credentials, options.device_maps, options.socket_frame_limit,
       options.socket_own_reads, options.max_message_bytes, paths, interceptors});
@@ -220,6 +216,14 @@ void Agent::Impl::start() {
       },
       incarnation << 40});
   detail::RRefContext::install(rrefs);
+}
+
+PeerAddress Agent::Impl::link(int rank, const WorkerEntry& entry) {
+  const bool same_host = options.same_host && entry.host_identity == host_identity;
+  if (same_host && paths.shared_memory() && !entry.shared_memory_card.empty()) {
+    paths.shared_memory()->add_peer(rank, entry.shared_memory_card);
+  }
+  return peer_address(entry, same_host, !server->socket_name().empty(), server->socket_tcp_port() > 0);
 }
 
 void Agent::Impl::announce(MembershipChange change) {
@@ -365,13 +369,7 @@ std::vector<int> Agent::take_back(int rank, int64_t incarnation) {
     absl::MutexLock lock(&impl_->membership_mutex);
     if (incarnation <= impl_->incarnation_of[rank]) return {impl_->lost.begin(), impl_->lost.end()};  // a repeat
   }
-  const WorkerEntry entry = impl_->directory->read_entry(rank);
-  const bool same_host = impl_->options.same_host && entry.host_identity == impl_->host_identity;
-  if (same_host && impl_->paths.shared_memory() && !entry.shared_memory_card.empty()) {
-    impl_->paths.shared_memory()->add_peer(rank, entry.shared_memory_card);
-  }
-  impl_->client->replace_peer(rank, peer_address(entry, same_host, !impl_->server->socket_name().empty(),
-                                                 impl_->server->socket_tcp_port() > 0));
+  impl_->client->replace_peer(rank, impl_->link(rank, impl_->directory->read_entry(rank)));
   impl_->rrefs->forget_holder(rank);
   MembershipChange change{MembershipChange::Kind::kRejoined, rank, 0};
   std::vector<int> lost;

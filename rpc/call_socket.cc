@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "rendezvous/credentials.h"
+#include "rendezvous/net_util.h"
 #include "trace/trace.h"
 
 namespace distgrad::rpc::call_socket {
@@ -71,15 +72,6 @@ void tune_tcp(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
-// "HOST:PORT" (the host possibly in brackets) split in two.
-std::pair<std::string, std::string> split_host_port(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return {address, ""};
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return {host, address.substr(colon + 1)};
-}
-
 // A connected socket to "unix:NAME" or "tcp:HOST:PORT" within `timeout_ms`; -1 with `why` set.
 int connect_to(const std::string& address, int timeout_ms, std::string* why) {
   if (address.rfind("unix:", 0) == 0) {
@@ -97,7 +89,15 @@ int connect_to(const std::string& address, int timeout_ms, std::string* why) {
     *why = "not a unix: or tcp: address";
     return -1;
   }
-  const auto [host, port] = split_host_port(address.substr(4));
+  rendezvous::HostPort target;
+  try {
+    target = rendezvous::split_host_port(address.substr(4));
+  } catch (const Error& error) {
+    *why = error.what();
+    return -1;
+  }
+  const std::string& host = target.host;
+  const std::string port = std::to_string(target.port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -207,6 +207,24 @@ TEST(DistgradRun, AnElasticFailureWithNoRestartsLeftEndsTheJobOnEveryNode) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "a node's workers were not stopped";
 }
 
+TEST(DistgradRun, AnElasticJobRefusesATraceAndAnUnprotectedRendezvousOffLoopback) {
+  ScratchDir dir;
+  const ProcessResult traced = launch_elastic(1, {"--trace", dir.path(), kWorker, "env"}).at(0);
+  EXPECT_EQ(traced.exit_code, 1) << traced;
+  EXPECT_THAT(traced.output, HasSubstr("--trace is not supported with an elastic rendezvous (--rdzv-backend c10d)"))
+      << traced;
+  rpc::testing::WorldOptions options;
+  options.timeout = 30s;  // run_world leaves DISTGRAD_TOKEN out of the launcher's environment
+  const ProcessResult no_token =
+      rpc::testing::run_world(kRun, {"--rdzv-backend", "etcd", "--rdzv-endpoint", "10.0.0.9", kWorker, "env"}, 1,
+                              options)
+          .at(0);
+  EXPECT_EQ(no_token.exit_code, 1) << no_token;
+  EXPECT_THAT(no_token.output, HasSubstr("an elastic job whose rendezvous is not on loopback (10.0.0.9:2379) needs "
+                                         "DISTGRAD_TOKEN"))
+      << no_token;
+}
+
 TEST(DistgradRun, AnElasticRoundBelowMinNodesFailsAfterTheJoinTimeout) {
   const std::vector<ProcessResult> results =
       launch_elastic(1, {"--nnodes", "2:3", "--rdzv-conf", "join_timeout=1", kWorker, "env"});

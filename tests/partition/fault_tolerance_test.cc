@@ -69,7 +69,19 @@ TEST(RejoinedWorkers, ALostWorkerStartedAgainRejoinsTheRunningWorldAndReceivesCa
   EXPECT_THAT(result.output, HasSubstr("distgrad-run: starting rank 2 again into the running world (rejoin 1 of 1)"))
       << result;
   EXPECT_THAT(result.output, HasSubstr("[0] rejoin: worker2 came back as a new process (incarnation 1)")) << result;
+  EXPECT_THAT(result.output, HasSubstr("[2] worker2 rejoined, and refused a barrier: barrier: worker2 rejoined a "
+                                       "running world, and barriers are for the workers that started together"))
+      << result;
   EXPECT_THAT(result.output, ::testing::Not(HasSubstr("] error: "))) << result;
+}
+
+TEST(RejoinedWorkers, RankZeroCannotRejoin) {
+  const ProcessResult result =
+      run_world(DISTGRAD_PARTITION_WORKER, {"calls"}, 1, Environment{{"DISTGRAD_REJOIN", "1"}}).at(0);
+  EXPECT_EQ(result.exit_code, 1) << result;
+  EXPECT_THAT(result.output, HasSubstr("init_rpc: rank 0 cannot rejoin a running world (DISTGRAD_REJOIN=1): the "
+                                       "world ends with it"))
+      << result;
 }
 
 }  // namespace

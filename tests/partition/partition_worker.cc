@@ -562,7 +562,7 @@ DISTGRAD_REMOTE(own_incarnation);
 // change (lost, then rejoined), the new process (another pid, incarnation 1) answers calls with
 // tensors large enough for shared memory, the next partitioned call uses it again, a MAML step
 // through it equals the undisturbed one, an RRef it owns works, and no context is left anywhere.
-// The rejoined worker ends in the graceful shutdown with the others.
+// The rejoined worker refuses a barrier and ends in the graceful shutdown with the others.
 void rejoin() {
   using namespace std::chrono_literals;
   std::mutex events_mutex;
@@ -629,6 +629,18 @@ void rejoin() {
       "step use it again, both steps equal the undisturbed one, no context left\n");
 }
 
+// The rejoin scenario's worker_init_fn: a rejoined worker may not enter a barrier (Note
+// [Rejoining workers]); it prints the refusal.
+void refuse_a_barrier_once_rejoined() {
+  if (!dg::rpc::rejoined_world()) return;
+  try {
+    dg::barrier();
+    std::printf("%s: a rejoined worker entered a barrier\n", dg::get_worker_name().c_str());
+  } catch (const dg::Error& error) {
+    std::printf("%s rejoined, and refused a barrier: %s\n", dg::get_worker_name().c_str(), error.what());
+  }
+}
+
 // Each scenario runs as a whole program: rank 0 drives it, the others serve until shutdown.
 int world_running(void (*scenario)()) { return dg::auto_init_rpc(nullptr, dg::rank_zero_only(scenario)); }
 
@@ -643,7 +655,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"maml_gradients", [] { return world_running(maml_gradients); }},
       {"lost_workers", [] { return world_running(lost_workers); }},
       {"abandoned_call", [] { return world_running(abandoned_call); }},
-      {"rejoin", [] { return world_running(rejoin); }},
+      {"rejoin", [] { return dg::auto_init_rpc(refuse_a_barrier_once_rejoined, dg::rank_zero_only(rejoin)); }},
   };
   return all;
 }

@@ -165,13 +165,18 @@ TEST(ElasticRounds, OnceANodeFinishedNoRoundOpensAndTheLastToLeaveClosesTheJob) 
   join(state, node("a"), 0, s);
   join(state, node("b"), 0, s);
   ASSERT_TRUE(complete_if_ready(state, 1000, s));
-  state.finished.push_back("a");
+  finish(state, "a", /*round=*/1);  // not this round: nothing
+  finish(state, "c", 0);            // no participant: nothing
+  EXPECT_THAT(state.finished, IsEmpty());
+  finish(state, "a", 0);
+  finish(state, "a", 0);
+  EXPECT_THAT(state.finished, ElementsAre("a"));
   join(state, node("b"), 1010, s);  // b's workers failed after a's finished: the job is ending
   EXPECT_EQ(state.round, 0);
   join(state, node("c"), 1020, s);
   EXPECT_EQ(state.round, 0);
   EXPECT_THAT(state.waiting, ElementsAre("c"));
-  state.finished.push_back("b");
+  finish(state, "b", 0);
   EXPECT_TRUE(state.all_finished());
   leave(state, "a", s);
   EXPECT_EQ(state.round, 0);

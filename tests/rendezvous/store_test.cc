@@ -636,7 +636,8 @@ TEST(NetUtil, PickFreePortGivesABindablePort) {
   EXPECT_LE(port, 65535);
   StoreServer server("127.0.0.1", port, kToken);
   EXPECT_EQ(server.port(), port);
-  EXPECT_ERROR_CONTAINS(pick_free_port("no-such-host.invalid"), "cannot resolve host \"no-such-host.invalid\"");
+  EXPECT_ERROR_CONTAINS(pick_free_port("no-such-host.invalid"),
+                        "pick_free_port: cannot resolve host \"no-such-host.invalid\"");
 }
 
 TEST(NetUtil, RecognisesLoopbackHosts) {
@@ -645,6 +646,27 @@ TEST(NetUtil, RecognisesLoopbackHosts) {
   }
   for (const char* host : {"0.0.0.0", "10.0.0.1", "::", "node01", "", "128.0.0.1", "::ffff:10.0.0.1"}) {
     EXPECT_FALSE(is_loopback_host(host)) << host;
+  }
+}
+
+TEST(NetUtil, PortIsFreeUnlessSomethingListens) {
+  StoreServer server("127.0.0.1", 0, kToken);
+  EXPECT_FALSE(port_is_free("127.0.0.1", server.port()));
+  server.shutdown();
+  const int free_port = pick_free_port();
+  EXPECT_TRUE(port_is_free("127.0.0.1", free_port));
+  EXPECT_ERROR_CONTAINS(port_is_free("no-such-host.invalid", 80), "port_is_free: cannot resolve host");
+}
+
+TEST(NetUtil, SplitsHostAndPort) {
+  EXPECT_EQ(split_host_port("127.0.0.1:80").host, "127.0.0.1");
+  EXPECT_EQ(split_host_port("127.0.0.1:80").port, 80);
+  EXPECT_EQ(split_host_port("node01:29500").host, "node01");
+  EXPECT_EQ(split_host_port("[::1]:2379").host, "::1");
+  EXPECT_EQ(split_host_port("[::1]:2379").port, 2379);
+  EXPECT_EQ(split_host_port(join_host_port("::1", 7)).host, "::1");
+  for (const char* bad : {"node01", "node01:", "node01:http", "node01:0", "node01:65536"}) {
+    EXPECT_ERROR_CONTAINS(split_host_port(bad), "does not end in a port (host:port, port 1-65535)");
   }
 }
 
