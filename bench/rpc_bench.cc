@@ -10,7 +10,9 @@
 //               its bytes copied twice between touched buffers in one process; for 1float and
 //               1KB, latency/unix_ping_pong/SIZE and latency/tcp_ping_pong/SIZE are the socket
 //               floors: the same bytes back and forth between rank 0 and worker1 over a raw Unix
-//               socket and over loopback TCP (bench/socket_ping_pong.h).
+//               socket and over loopback TCP (bench/socket_ping_pong.h). 1MB-shared and
+//               64MB-shared echo a tensor in shared memory (Tensor::share_memory_), which
+//               travels by reference both ways (docs/rpc.md, "Tensors in shared memory").
 //   throughput  2 workers: tiny echoes with --window calls in flight for --duration_s seconds.
 //   startup     N workers: from the world's start to passing a barrier after init_rpc (the
 //               largest over ranks, gathered through the Store), then a graceful shutdown,
@@ -86,7 +88,8 @@
 ABSL_FLAG(double, duration_s, 3.0, "throughput: seconds of measured calls (after a tenth as long of warm-up)");
 ABSL_FLAG(int, window, 32, "throughput: calls in flight");
 ABSL_FLAG(double, repetitions_scale, 1.0, "latency, autograd: multiplies every workload's repetition count");
-ABSL_FLAG(std::vector<std::string>, sizes, std::vector<std::string>({"1float", "1KB", "1MB", "64MB"}),
+ABSL_FLAG(std::vector<std::string>, sizes,
+          std::vector<std::string>({"1float", "1KB", "1MB", "64MB", "1MB-shared", "64MB-shared"}),
           "latency: the tensor sizes to measure");
 ABSL_FLAG(std::vector<std::string>, workloads,
           std::vector<std::string>({"context/3x3", "context/1000x1000", "floor/1000x1000", "chain3"}),
@@ -138,22 +141,28 @@ struct LatencyWorkload {
   const char* label;
   int64_t elements;
   int repetitions;
+  bool shared = false;  // the tensor is in shared memory
 };
 
 // Rank 0: round trips of echo to worker1, blocking and through a future.
 void run_latency() {
-  constexpr LatencyWorkload kWorkloads[] = {
-      {"1float", 1, 1000}, {"1KB", 256, 200}, {"1MB", 256 << 10, 50}, {"64MB", 16 << 20, 10}};
+  constexpr LatencyWorkload kWorkloads[] = {{"1float", 1, 1000},
+                                            {"1KB", 256, 200},
+                                            {"1MB", 256 << 10, 50},
+                                            {"64MB", 16 << 20, 10},
+                                            {"1MB-shared", 256 << 10, 50, true},
+                                            {"64MB-shared", 16 << 20, 10, true}};
   const double scale = absl::GetFlag(FLAGS_repetitions_scale);
   const std::vector<std::string> sizes = absl::GetFlag(FLAGS_sizes);
   for (const std::string& size : sizes) {
     DISTGRAD_CHECK(std::any_of(std::begin(kWorkloads), std::end(kWorkloads),
                                [&](const LatencyWorkload& workload) { return size == workload.label; }),
-                   "rpc_bench: --sizes expects 1float, 1KB, 1MB or 64MB, found '", size, "'");
+                   "rpc_bench: --sizes expects 1float, 1KB, 1MB, 64MB, 1MB-shared or 64MB-shared, found '", size, "'");
   }
   for (const LatencyWorkload& workload : kWorkloads) {
     if (std::find(sizes.begin(), sizes.end(), workload.label) == sizes.end()) continue;
     const dg::Tensor tensor = dg::ones({workload.elements});
+    if (workload.shared) tensor.share_memory_();
     const int repetitions = std::max(3, static_cast<int>(workload.repetitions * scale));
     const int warm_up = std::max(2, repetitions / 10);
     for (const bool sync : {true, false}) {
@@ -173,6 +182,7 @@ void run_latency() {
       print_latency(std::string("latency/") + (sync ? "sync/" : "async/") + workload.label, std::move(samples),
                     workload.elements * 4);
     }
+    if (workload.shared) continue;  // its floors are those of the same size in private memory
     // The memcpy floor of a round trip: the bytes copied there and back between touched buffers.
     const size_t nbytes = static_cast<size_t>(workload.elements) * 4;
     std::vector<char> there(nbytes, 1), back(nbytes, 2);

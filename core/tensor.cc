@@ -80,6 +80,17 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(impl_->storage.data()) + impl_->offset * static_cast<int64_t>(element_size());
 }
 
+const Tensor& Tensor::share_memory_() const {
+  check_defined("share_memory_");
+  impl_->storage.move_to_shared_memory();
+  return *this;
+}
+
+bool Tensor::is_shared() const {
+  check_defined("is_shared");
+  return impl_->storage.shared_memory() != nullptr;
+}
+
 void Tensor::check_defined(const char* op) const {
   DISTGRAD_CHECK(defined(), op, ": expected a defined tensor, found an undefined (default-constructed) one");
 }

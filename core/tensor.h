@@ -87,6 +87,13 @@ class Tensor {
   // True when the elements are laid out row-major without gaps.
   bool is_contiguous() const;
   const Storage& storage() const { return impl_->storage; }
+  // Moves the storage into shared memory (PyTorch's share_memory_) for this tensor and every view
+  // of it: workers on this host that receive it in a call then view the same memory instead of a
+  // copy (Note [Shared tensors] in core/shared_memory.h). Nothing happens when the storage is there
+  // already, or on a CUDA device. Returns *this.
+  const Tensor& share_memory_() const;
+  // Whether the storage is in shared memory.
+  bool is_shared() const;
 
   // Address of the first element (the storage plus the offset); device memory for CUDA tensors.
   void* data_ptr() const;

@@ -3,7 +3,7 @@
 //
 // Note [Shared-memory collectives]
 // Every rank of the group owns one memfd segment (transport::shm::Segment) and maps every other
-// rank's (transport::shm::MappedSegment): a control block, then two slots of kSlotBytes. A collective
+// rank's (transport::shm::open_segment): a control block, then two slots of kSlotBytes. A collective
 // is a sequence of rounds, numbered over the group's life. In round R a rank writes what it
 // contributes into its slot R % 2 and posts R in its control block (a futex word); once every
 // rank has posted R it reads what it needs from the others' slots R % 2. Two slots make this
@@ -61,7 +61,6 @@ namespace distgrad::ddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using transport::shm::MappedSegment;
 using transport::shm::Segment;
 using transport::shm::SegmentRef;
 
@@ -213,7 +212,7 @@ struct Rank {
   }
 
   int64_t pid = 0;
-  std::unique_ptr<MappedSegment> mapping;  // null for this process's own rank
+  std::shared_ptr<SharedMemory> mapping;  // null for this process's own rank
   Control* control = nullptr;
   uint8_t* slots = nullptr;
   int pidfd = -1;  // owned; -1: this rank, or pidfd_open failed (then kill(pid, 0) tells)
@@ -479,7 +478,7 @@ struct Card {
 // "IDENTITY\nPID FD INODE FILE_BYTES CHUNK_BYTES"
 std::string card_of(const Segment& segment, int ranks) {
   const SegmentRef ref = segment.ref(0);
-  return transport::shm::host_identity() + "\n" + std::to_string(::getpid()) + " " + std::to_string(ref.fd) + " " +
+  return SharedMemory::host_identity() + "\n" + std::to_string(::getpid()) + " " + std::to_string(ref.fd) + " " +
          std::to_string(ref.inode) + " " + std::to_string(ref.file_bytes) + " " +
          std::to_string(preferred_chunk_bytes(ranks));
 }
@@ -544,7 +543,7 @@ std::unique_ptr<CollectiveBackend> make_shared_memory_backend(const GroupSetup& 
       rank.slots = segment->data() + kControlBytes;
       continue;
     }
-    rank.mapping = MappedSegment::open(cards[r].pid, cards[r].ref, &mapped);
+    rank.mapping = transport::shm::open_segment(cards[r].pid, cards[r].ref, &mapped);
     if (!rank.mapping) break;
     rank.control = reinterpret_cast<Control*>(rank.mapping->data());
     rank.slots = rank.mapping->data() + kControlBytes;

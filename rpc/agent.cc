@@ -132,7 +132,7 @@ struct Agent::Impl {
   std::shared_ptr<detail::RRefContext> rrefs;  // the RRefs' protocol (rpc/rref_context.h)
   int barrier_generation = 0;
   bool stopped = false;
-  std::string host_identity;  // transport::shm::host_identity()
+  std::string host_identity;  // SharedMemory::host_identity()
   bool rejoining = false;     // DISTGRAD_REJOIN=1 (Note [Rejoining workers])
   int64_t incarnation = 0;    // this process's life; set by start()
 
@@ -187,7 +187,7 @@ void Agent::Impl::start() {
   const std::string bind_host =
       loopback_only || rendezvous::is_loopback_host(world.master_addr) ? "127.0.0.1" : "0.0.0.0";
   const int port = server->start(bind_host);
-  host_identity = transport::shm::host_identity();
+  host_identity = SharedMemory::host_identity();
   if (rejoining) {
     DISTGRAD_CHECK(world.rank != 0, "init_rpc: rank 0 cannot rejoin a running world (DISTGRAD_REJOIN=1): the world ",
                    "ends with it");

@@ -43,11 +43,13 @@
 namespace distgrad::rpc {
 
 // What this process sent, by path: calls over distgrad's sockets (RpcOptions::socket_calls) and
-// over gRPC, tensors and their bytes through shared memory (RpcOptions::shared_memory) and in the
-// messages, and the shared-memory segments it keeps for its peers.
+// over gRPC, tensors and their bytes copied into shared-memory segments (RpcOptions::shared_memory),
+// tensors in shared memory sent by reference without a copy (Tensor::share_memory_()), tensors in
+// the messages, and the shared-memory segments it keeps for its peers.
 struct TransportStats {
   uint64_t socket_calls = 0, grpc_calls = 0;
   uint64_t shared_memory_tensors = 0, shared_memory_bytes = 0;
+  uint64_t referenced_tensors = 0, referenced_bytes = 0;
   uint64_t network_tensors = 0, network_bytes = 0;
   size_t shared_memory_segments = 0, shared_memory_segment_bytes = 0;
 };

@@ -109,7 +109,12 @@ DType dtype_from_wire(int32_t dtype) {
 }
 
 transport::shm::SegmentRef segment_ref(const wire::SharedSegment& segment) {
-  return {segment.fd(), segment.inode(), segment.file_bytes(), segment.ticket()};
+  return {.fd = segment.fd(),
+          .inode = segment.inode(),
+          .file_bytes = segment.file_bytes(),
+          .ticket = segment.ticket(),
+          .tensor_storage = segment.tensor_storage(),
+          .byte_offset = segment.byte_offset()};
 }
 
 // The tensor a shared-memory reference names; a reference that does not match its segment is a
@@ -191,6 +196,8 @@ void describe_tensor(const WireTensor& tensor, wire::TensorMeta* meta) {
     segment->set_inode(tensor.shared->inode);
     segment->set_file_bytes(tensor.shared->file_bytes);
     segment->set_ticket(tensor.shared->ticket);
+    segment->set_tensor_storage(tensor.shared->tensor_storage);
+    segment->set_byte_offset(tensor.shared->byte_offset);
   }
 }
 

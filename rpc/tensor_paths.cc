@@ -46,6 +46,8 @@ void TensorPaths::add_to(TransportStats& stats) const {
   if (shared_memory_) {
     stats.shared_memory_tensors = shared_memory_->counters().shared_tensors.load(std::memory_order_relaxed);
     stats.shared_memory_bytes = shared_memory_->counters().shared_bytes.load(std::memory_order_relaxed);
+    stats.referenced_tensors = shared_memory_->counters().referenced_tensors.load(std::memory_order_relaxed);
+    stats.referenced_bytes = shared_memory_->counters().referenced_bytes.load(std::memory_order_relaxed);
     std::tie(stats.shared_memory_segments, stats.shared_memory_segment_bytes) = shared_memory_->pool_size();
   }
 }

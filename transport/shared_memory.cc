@@ -1,14 +1,10 @@
 #include "transport/shared_memory.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "core/copy.h"
 #include "core/error.h"
@@ -17,114 +13,35 @@
 namespace distgrad::transport::shm {
 namespace {
 
-// The control page before a segment's data: its first word is the ticket (Note [Shared-memory path]).
-constexpr size_t kControlBytes = 4096;
 // A receiver's tensor views the segment: the ticket with this bit set.
 constexpr uint64_t kViewedBit = uint64_t{1} << 63;
 // New segments hold at least this many bytes (rounded up to a power of two above it).
 constexpr size_t kMinSegmentBytes = size_t{1} << 16;
 
-std::atomic_ref<uint64_t> ticket_word(void* base) { return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(base)); }
-
-std::string read_first_line(const char* path) {
-  std::ifstream file(path);
-  std::string line;
-  std::getline(file, line);
-  return line;
-}
-
-std::string read_link(const char* path) {
-  char target[256];
-  const ssize_t size = ::readlink(path, target, sizeof target - 1);
-  return size > 0 ? std::string(target, static_cast<size_t>(size)) : std::string();
-}
-
-std::string errno_text() { return std::strerror(errno); }
-
-// Every segment is a memfd of this name, sealed with these seals once sized (Note [Only our own
-// segments]).
-constexpr char kSegmentName[] = "distgrad-segment";
-constexpr int kSegmentSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-
-// Opens fd `fd` of process `pid` for reading and writing, when it is one of distgrad's segments,
-// of inode `inode` and `file_bytes` long when non-zero; -1 with `why` set otherwise. It is
-// verified through a read-only descriptor first: nothing else is ever opened for writing.
-int open_peer_memfd(int64_t pid, int32_t fd, uint64_t inode, uint64_t file_bytes, std::string* why) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  const int readonly = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (readonly < 0) {
-    *why = "cannot open " + path + ": " + errno_text();
-    return -1;
-  }
-  const std::string self_path = "/proc/self/fd/" + std::to_string(readonly);
-  struct stat info {};
-  const bool is_file = ::fstat(readonly, &info) == 0 && S_ISREG(info.st_mode);
-  const int seals = is_file ? ::fcntl(readonly, F_GET_SEALS) : -1;
-  const std::string name = read_link(self_path.c_str());
-  const std::string expected_name = std::string("/memfd:") + kSegmentName + " (deleted)";
-  if (!is_file || seals != kSegmentSeals || name != expected_name) {
-    *why = path + " is not a distgrad segment (" + (name.empty() ? std::string("not a file") : name) +
-           (seals == kSegmentSeals ? "" : ", not sealed as one") + ")";
-    ::close(readonly);
-    return -1;
-  }
-  if (static_cast<uint64_t>(info.st_ino) != inode ||
-      (file_bytes != 0 && static_cast<uint64_t>(info.st_size) != file_bytes)) {
-    *why = path + " is not the segment named (expected inode " + std::to_string(inode) + " of " +
-           std::to_string(file_bytes) + " bytes, found inode " + std::to_string(info.st_ino) + " of " +
-           std::to_string(info.st_size) + " bytes)";
-    ::close(readonly);
-    return -1;
-  }
-  const int opened = ::open(self_path.c_str(), O_RDWR | O_CLOEXEC);  // the same file, verified
-  if (opened < 0) *why = "cannot open " + path + " for writing: " + errno_text();
-  ::close(readonly);
-  return opened;
+std::atomic_ref<uint64_t> ticket_word(void* control) {
+  return std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(control));
 }
 
 }  // namespace
 
-std::string host_identity() {
-  return read_first_line("/proc/sys/kernel/random/boot_id") + "/" + read_link("/proc/self/ns/pid") + "/" +
-         read_link("/proc/self/ns/net") + "/uid " + std::to_string(::getuid());
-}
-
 // ---------------------------------------------------------------------------------------------
 
-Segment::Segment(size_t data_bytes) : data_bytes_(data_bytes), file_bytes_(kControlBytes + data_bytes) {
-  fd_ = ::memfd_create(kSegmentName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  DISTGRAD_CHECK(fd_ >= 0, "rpc: cannot create a shared-memory segment (memfd_create): ", errno_text());
-  struct stat info {};
-  if (::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0 || ::fcntl(fd_, F_ADD_SEALS, kSegmentSeals) != 0 ||
-      ::fstat(fd_, &info) != 0) {
-    const std::string why = errno_text();
-    ::close(fd_);
-    DISTGRAD_FAIL("rpc: cannot size a shared-memory segment of ", file_bytes_, " bytes: ", why);
-  }
-  inode_ = static_cast<uint64_t>(info.st_ino);
-  base_ = ::mmap(nullptr, file_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-  if (base_ == MAP_FAILED) {
-    const std::string why = errno_text();
-    ::close(fd_);
-    DISTGRAD_FAIL("rpc: cannot map a shared-memory segment of ", file_bytes_, " bytes: ", why);
-  }
-}
+Segment::Segment(size_t data_bytes) : memory_(SharedMemory::create(data_bytes, SharedMemory::Kind::kSegment)) {}
 
-Segment::~Segment() {
-  ::munmap(base_, file_bytes_);
-  ::close(fd_);
-}
-
-uint8_t* Segment::data() const { return static_cast<uint8_t*>(base_) + kControlBytes; }
-
-bool Segment::is_free() const { return ticket_word(base_).load(std::memory_order_acquire) == 0; }
+bool Segment::is_free() const { return ticket_word(memory_->control()).load(std::memory_order_acquire) == 0; }
 
 bool Segment::try_claim(uint64_t ticket) {
   uint64_t free = 0;
-  return ticket_word(base_).compare_exchange_strong(free, ticket, std::memory_order_acq_rel);
+  return ticket_word(memory_->control()).compare_exchange_strong(free, ticket, std::memory_order_acq_rel);
 }
 
-SegmentRef Segment::ref(uint64_t ticket) const { return {fd_, inode_, file_bytes_, ticket}; }
+SegmentRef Segment::ref(uint64_t ticket) const {
+  return {.fd = memory_->fd(), .inode = memory_->inode(), .file_bytes = memory_->file_bytes(), .ticket = ticket};
+}
+
+std::shared_ptr<SharedMemory> open_segment(int64_t pid, const SegmentRef& ref, std::string* why) {
+  return SharedMemory::open(pid, ref.fd, ref.inode, ref.file_bytes, SharedMemory::Kind::kSegment, why);
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -172,54 +89,35 @@ std::pair<size_t, size_t> SendPool::size() const {
 
 // ---------------------------------------------------------------------------------------------
 
-std::unique_ptr<MappedSegment> MappedSegment::open(int64_t pid, const SegmentRef& ref, std::string* why) {
-  if (ref.file_bytes < kControlBytes) {
-    *why = "a segment of " + std::to_string(ref.file_bytes) + " bytes is smaller than its control page";
-    return nullptr;
-  }
-  const int fd = open_peer_memfd(pid, ref.fd, ref.inode, ref.file_bytes, why);
-  if (fd < 0) return nullptr;
-  void* base = ::mmap(nullptr, ref.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const std::string map_error = base == MAP_FAILED ? errno_text() : "";
-  ::close(fd);
-  if (base == MAP_FAILED) {
-    *why = "cannot map the segment: " + map_error;
-    return nullptr;
-  }
-  return std::unique_ptr<MappedSegment>(new MappedSegment(base, ref.file_bytes));
-}
-
-MappedSegment::~MappedSegment() { ::munmap(base_, file_bytes_); }
-
-uint8_t* MappedSegment::data() const { return static_cast<uint8_t*>(base_) + kControlBytes; }
-
-// ---------------------------------------------------------------------------------------------
-
 bool PeerSegments::can_open(int32_t probe_fd, uint64_t probe_inode) const {
-  std::string why;
-  const int fd = open_peer_memfd(pid_, probe_fd, probe_inode, 0, &why);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
+  return SharedMemory::can_open(pid_, probe_fd, probe_inode, SharedMemory::Kind::kSegment);
 }
 
 Tensor PeerSegments::view(const SegmentRef& ref, const Shape& sizes, DType dtype) {
   size_t nbytes = element_size(dtype);
   for (int64_t size : sizes) nbytes *= static_cast<size_t>(size);
-  if (ref.file_bytes < kControlBytes || ref.file_bytes - kControlBytes < nbytes) {
-    throw SegmentError("a shared-memory segment of " + std::to_string(ref.file_bytes) + " bytes cannot hold " +
-                       std::to_string(nbytes) + " bytes of tensor data");
+  const uint64_t data_bytes =
+      ref.file_bytes < SharedMemory::kControlBytes ? 0 : ref.file_bytes - SharedMemory::kControlBytes;
+  if (ref.file_bytes < SharedMemory::kControlBytes || ref.byte_offset > data_bytes ||
+      data_bytes - ref.byte_offset < nbytes) {
+    throw SegmentError("shared memory of " + std::to_string(ref.file_bytes) + " bytes cannot hold " +
+                       std::to_string(nbytes) + " bytes of tensor data at offset " + std::to_string(ref.byte_offset));
   }
-  if (ref.ticket == 0 || (ref.ticket & kViewedBit) != 0) {
-    throw SegmentError("invalid shared-memory ticket " + std::to_string(ref.ticket));
+  return ref.tensor_storage ? view_tensor_storage(ref, sizes, dtype) : view_segment(ref, sizes, dtype, nbytes);
+}
+
+Tensor PeerSegments::view_segment(const SegmentRef& ref, const Shape& sizes, DType dtype, size_t nbytes) {
+  if (ref.ticket == 0 || (ref.ticket & kViewedBit) != 0 || ref.byte_offset != 0) {
+    throw SegmentError("invalid shared-memory ticket " + std::to_string(ref.ticket) + " at offset " +
+                       std::to_string(ref.byte_offset));
   }
-  std::shared_ptr<MappedSegment> mapping;
+  std::shared_ptr<SharedMemory> mapping;
   {
     std::lock_guard<std::mutex> lock(mappings_mutex_);
-    std::shared_ptr<MappedSegment>& slot = mappings_[{ref.fd, ref.inode}];
+    std::shared_ptr<SharedMemory>& slot = mappings_[{ref.fd, ref.inode}];
     if (!slot) {
       std::string why;
-      slot = MappedSegment::open(pid_, ref, &why);
+      slot = open_segment(pid_, ref, &why);
       if (!slot) {
         mappings_.erase({ref.fd, ref.inode});
         throw SegmentError("the sender's shared-memory segment: " + why);
@@ -232,7 +130,7 @@ Tensor PeerSegments::view(const SegmentRef& ref, const Shape& sizes, DType dtype
     mapping = slot;
   }
   uint64_t expected = ref.ticket;
-  if (!ticket_word(mapping->base())
+  if (!ticket_word(mapping->control())
            .compare_exchange_strong(expected, ref.ticket | kViewedBit, std::memory_order_acq_rel)) {
     throw SegmentError("the shared-memory segment holds message " + std::to_string(expected & ~kViewedBit) +
                        ((expected & kViewedBit) != 0 ? " (already received)" : "") + ", not message " +
@@ -241,9 +139,30 @@ Tensor PeerSegments::view(const SegmentRef& ref, const Shape& sizes, DType dtype
   void* data = mapping->data();
   Storage storage = Storage::wrap(data, nbytes, Device::cpu(), [mapping, ticket = ref.ticket](void*) {
     uint64_t viewed = ticket | kViewedBit;
-    ticket_word(mapping->base()).compare_exchange_strong(viewed, 0, std::memory_order_acq_rel);
+    ticket_word(mapping->control()).compare_exchange_strong(viewed, 0, std::memory_order_acq_rel);
   });
   return Tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
+}
+
+Tensor PeerSegments::view_tensor_storage(const SegmentRef& ref, const Shape& sizes, DType dtype) const {
+  if (ref.byte_offset % element_size(dtype) != 0) {
+    throw SegmentError(std::string("a ") + dtype_name(dtype) + " tensor cannot start at byte " +
+                       std::to_string(ref.byte_offset) + " of its shared memory");
+  }
+  std::shared_ptr<SharedMemory> memory = SharedMemory::find(ref.inode);
+  if (memory != nullptr && memory->file_bytes() != ref.file_bytes) {
+    throw SegmentError("the shared memory of inode " + std::to_string(ref.inode) + " has " +
+                       std::to_string(memory->file_bytes()) + " bytes, the frame says " +
+                       std::to_string(ref.file_bytes));
+  }
+  if (memory == nullptr) {
+    std::string why;
+    memory = SharedMemory::open(pid_, ref.fd, ref.inode, ref.file_bytes, SharedMemory::Kind::kTensorStorage, &why);
+    if (memory == nullptr) throw SegmentError("the sender's shared tensor: " + why);
+  }
+  memory->release_message();
+  const auto offset = static_cast<int64_t>(ref.byte_offset / element_size(dtype));
+  return Tensor(Storage::in_shared_memory(std::move(memory)), sizes, contiguous_strides(sizes), offset, dtype);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,6 +227,18 @@ void Links::set_read_by(int rank, bool reads) {
 
 std::optional<SegmentRef> Links::put(int rank, const Tensor& tensor) {
   const size_t nbytes = tensor.nbytes();
+  const std::shared_ptr<SharedMemory>& memory = tensor.storage().shared_memory();
+  if (memory != nullptr && tensor.is_contiguous() && find(rank) != nullptr) {
+    memory->pin_for_message();
+    counters_.referenced_tensors.fetch_add(1, std::memory_order_relaxed);
+    counters_.referenced_bytes.fetch_add(nbytes, std::memory_order_relaxed);
+    const auto byte_offset = static_cast<uint64_t>(tensor.offset()) * tensor.element_size();
+    return SegmentRef{.fd = memory->fd(),
+                      .inode = memory->inode(),
+                      .file_bytes = memory->file_bytes(),
+                      .tensor_storage = true,
+                      .byte_offset = byte_offset};
+  }
   const std::shared_ptr<Peer> peer = nbytes < threshold_ ? nullptr : find(rank);
   if (peer == nullptr) return std::nullopt;
   std::optional<SegmentRef> ref = peer->pool.put(tensor);

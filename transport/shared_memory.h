@@ -1,9 +1,9 @@
 // The same-host tensor path: tensor bytes through shared memory while gRPC carries the frame
 // (internal to rpc/ and ddp/; docs/rpc.md, "Same-host shared memory"). ddp/'s shared-memory
-// collectives use Segment and MappedSegment.
+// collectives use Segment and open_segment.
 //
 // Note [Shared-memory path]
-// Every process publishes a host identity at rendezvous (host_identity(): the kernel's boot id,
+// Every process publishes a host identity at rendezvous (SharedMemory::host_identity(): the kernel's boot id,
 // the pid and network namespaces, the user). Two processes with equal identities may move tensor
 // bytes through memfd segments: the sender copies a tensor into a segment of its own and names
 // the segment in the frame (its fd, inode, the message's ticket); the receiver opens it through
@@ -25,14 +25,11 @@
 // says in each reply whether it can read the caller's (then later requests may). The first
 // request to a peer therefore always travels over the network.
 //
-// Note [Only our own segments]
-// A reference names a descriptor of the sender, and /proc/<pid>/fd/<n> opens whatever file that
-// is. A receiver opens only distgrad's segments: a memfd named "distgrad-segment" carrying exactly
-// the seals every segment gets once sized (no shrinking, no growing, no more seals), checked
-// through a read-only descriptor before the file is opened for writing and mapped; any other file
-// the sender has open (a dataset opened read-only, say) is refused and left untouched. The seals
-// also keep a sender from shrinking a segment under a receiver's mapping (which would fault its
-// reads).
+// Which files a receiver opens: Note [Only our own segments] in core/shared_memory.h.
+//
+// Tensors in shared memory. A tensor whose storage is already in shared memory (share_memory_(),
+// or received that way) is not copied: the frame names its memory and offset, and the receiver
+// views the same memory (Note [Shared tensors] in core/shared_memory.h).
 #pragma once
 
 #include <absl/base/thread_annotations.h>
@@ -49,6 +46,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/shared_memory.h"
 #include "core/tensor.h"
 
 namespace distgrad::transport::shm {
@@ -59,62 +57,39 @@ class SegmentError : public Error {
   using Error::Error;
 };
 
-// This process's host identity: equal for processes that can open each other's memfds.
-std::string host_identity();
-
-// How a receiver finds a segment: the sender's fd number, the memfd's inode, its size in bytes
-// and the ticket of the message it holds.
+// How a receiver finds a tensor's bytes: the sender's fd number, the memfd's inode and size in
+// bytes, and either the ticket of the message the segment holds, or, for a tensor in shared memory
+// (`tensor_storage`), the byte offset of the tensor in the memory's data.
 struct SegmentRef {
   int32_t fd = -1;
   uint64_t inode = 0;
   uint64_t file_bytes = 0;
   uint64_t ticket = 0;
+  bool tensor_storage = false;
+  uint64_t byte_offset = 0;
 };
 
-// A memfd this process created, mapped read-write: a control page (the ticket word) followed by
-// the data.
+// A segment this process created: a SharedMemory of kind kSegment whose control page's first word
+// is the ticket of the message it holds (0 when free).
 class Segment {
  public:
   // Throws distgrad::Error naming the size when the segment cannot be created.
   explicit Segment(size_t data_bytes);
-  ~Segment();
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
 
-  size_t data_bytes() const { return data_bytes_; }
-  uint8_t* data() const;
+  size_t data_bytes() const { return memory_->data_bytes(); }
+  uint8_t* data() const { return memory_->data(); }
   bool is_free() const;
   // 0 -> ticket; false when the segment is occupied.
   bool try_claim(uint64_t ticket);
   SegmentRef ref(uint64_t ticket) const;
 
  private:
-  int fd_ = -1;
-  uint64_t inode_ = 0;
-  size_t data_bytes_ = 0, file_bytes_ = 0;
-  void* base_ = nullptr;
+  const std::shared_ptr<SharedMemory> memory_;
 };
 
-// Another process's segment mapped read-write into this process, unmapped when destroyed.
-class MappedSegment {
- public:
-  // Maps the segment `ref` names in process `pid`; null with `why` set when it cannot (the
-  // process or its fd is gone, the fd is not that inode of that size, or opening it is not allowed).
-  static std::unique_ptr<MappedSegment> open(int64_t pid, const SegmentRef& ref, std::string* why);
-  ~MappedSegment();
-  MappedSegment(const MappedSegment&) = delete;
-  MappedSegment& operator=(const MappedSegment&) = delete;
-
-  // The control page (its first word is the ticket), and the data after it as Segment::data().
-  void* base() const { return base_; }
-  uint8_t* data() const;
-  size_t file_bytes() const { return file_bytes_; }
-
- private:
-  MappedSegment(void* base, size_t file_bytes) : base_(base), file_bytes_(file_bytes) {}
-  void* const base_;
-  const size_t file_bytes_;
-};
+// Another process's segment `ref` names, in process `pid`, mapped here; null with `why` set when it
+// cannot be (SharedMemory::open).
+std::shared_ptr<SharedMemory> open_segment(int64_t pid, const SegmentRef& ref, std::string* why);
 
 // The segments a sender fills for one peer; see Note [Shared-memory path].
 class SendPool {
@@ -143,15 +118,18 @@ class PeerSegments {
   // Whether this process can open the peer's memfds: opens its probe segment (checked once by
   // the caller and remembered).
   bool can_open(int32_t probe_fd, uint64_t probe_inode) const;
-  // A tensor of `sizes` and `dtype` viewing the segment `ref` names; it releases the segment when
-  // its last view is gone. Throws SegmentError naming what does not match (the inode, the size, the
-  // ticket).
+  // A tensor of `sizes` and `dtype` viewing what `ref` names: a segment, which it releases when its
+  // last view is gone, or a tensor's shared memory, whose message it marks received. Throws
+  // SegmentError naming what does not match (the inode, the size, the ticket, the offset).
   Tensor view(const SegmentRef& ref, const Shape& sizes, DType dtype);
 
  private:
+  Tensor view_segment(const SegmentRef& ref, const Shape& sizes, DType dtype, size_t nbytes);
+  Tensor view_tensor_storage(const SegmentRef& ref, const Shape& sizes, DType dtype) const;
+
   const int64_t pid_;
   std::mutex mappings_mutex_;  // guards mappings_
-  std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<MappedSegment>> mappings_ ABSL_GUARDED_BY(mappings_mutex_);
+  std::map<std::pair<int32_t, uint64_t>, std::shared_ptr<SharedMemory>> mappings_ ABSL_GUARDED_BY(mappings_mutex_);
 };
 
 // A segment of one page that peers open to prove they can (Note [Shared-memory path]).
@@ -166,7 +144,8 @@ class Probe {
 
 // Counters of what this process sent, by path.
 struct Counters {
-  std::atomic<uint64_t> shared_tensors{0}, shared_bytes{0};
+  std::atomic<uint64_t> shared_tensors{0}, shared_bytes{0};          // copied into segments
+  std::atomic<uint64_t> referenced_tensors{0}, referenced_bytes{0};  // in shared memory, not copied
 };
 
 // An agent's shared-memory links to every peer: the rendezvous cards, the agreement of Note
@@ -199,9 +178,11 @@ class Links {
   bool read_by(int rank) const;
   void set_read_by(int rank, bool reads);
 
-  // Copies `tensor` into a segment for `rank` (a peer on this host that can read this process's
-  // segments: the caller checks read_by, or the request's word for a reply) when it has at least
-  // `threshold` bytes and a segment is free or can be made; else nullopt (it goes over the network).
+  // How `rank` (a peer on this host that can read this process's segments: the caller checks
+  // read_by, or the request's word for a reply) finds `tensor`: its shared memory when it is a
+  // contiguous tensor in shared memory (pinned for the message, Note [Shared tensors]); else a
+  // segment it is copied into when it has at least `threshold` bytes and a segment is free or can
+  // be made; else nullopt (it goes over the network).
   std::optional<SegmentRef> put(int rank, const Tensor& tensor);
   // Receiving from `rank`: PeerSegments::view.
   Tensor view(int rank, const SegmentRef& ref, const Shape& sizes, DType dtype);

@@ -51,6 +51,12 @@ TEST(SharedMemoryPath, APeerKilledWhileHoldingASegmentFailsItsCallOnlyAndLeavesN
   EXPECT_EQ(dev_shm_entries(), before) << "the world left files in /dev/shm";
 }
 
+TEST(SharedMemoryPath, TensorsInSharedMemoryTravelByReferenceAndNothingStaysOpen) {
+  const std::vector<ProcessResult> results = run_world(kWorker, {"shared_tensors"}, 3);
+  for (const ProcessResult& result : results) EXPECT_TRUE(result.succeeded()) << describe(results);
+  EXPECT_THAT(results[0].output, HasSubstr("no descriptor left open")) << results[0];
+}
+
 TEST(CallSocket, RefusesAWrongTokenAndGarbageAndKeepsServing) {
   for (const char* off : {"DISTGRAD_SAME_HOST", "DISTGRAD_SOCKET_CALLS"}) {
     const char* setting = std::getenv(off);

@@ -27,6 +27,7 @@
 
 #include "core/creation.h"
 #include "core/ops.h"
+#include "core/shared_memory.h"
 #include "dist_autograd/init_rpc.h"
 #include "rpc/call_socket.h"
 #include "rpc/rpc.h"
@@ -99,6 +100,40 @@ DISTGRAD_REMOTE(hold_and_die);
 // How many tensors this worker has sent through shared memory.
 int64_t shared_tensors_sent() { return static_cast<int64_t>(transport_stats().shared_memory_tensors); }
 DISTGRAD_REMOTE(shared_tensors_sent);
+
+// For the shared_tensors scenario: the callee adds one to its argument in place.
+bool add_one_in_place(Tensor x) {
+  untracked::add_(x, 1.0);
+  return true;
+}
+DISTGRAD_REMOTE(add_one_in_place);
+
+// A tensor of n values for `seed` that the callee makes in shared memory and lets go of once sent.
+Tensor make_shared_pattern(int64_t n, int64_t seed) { return pattern(n, seed).share_memory_(); }
+DISTGRAD_REMOTE(make_shared_pattern);
+
+double sum_of(Tensor x) { return untracked::sum(x).item<double>(); }
+DISTGRAD_REMOTE(sum_of);
+
+// Passes its argument on to `rank` (a third process maps the memory through this one).
+double sum_on(int64_t rank, Tensor x) {
+  require(!shared_memory_on() || x.is_shared(), "worker1 received a copy of a tensor in shared memory");
+  return rpc_sync(static_cast<int>(rank), &sum_of, x);
+}
+DISTGRAD_REMOTE(sum_on);
+
+// The descriptors of shared tensors' memory this process holds, once every SharedMemory that
+// waited for its messages to be received had its chance to close (destroying one closes those).
+int64_t shared_tensor_descriptors() {
+  empty({1}).share_memory_();
+  int64_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(entry.path(), error).string() == "/memfd:distgrad-tensor (deleted)") ++count;
+  }
+  return count;
+}
+DISTGRAD_REMOTE(shared_tensor_descriptors);
 
 // Lets a worker that waits in serve_until_released() stop.
 std::atomic<bool> released{false};
@@ -230,6 +265,83 @@ int peer_killed() {
   return 0;
 }
 
+// The calls of the shared_tensors scenario; see there.
+void send_shared_tensors(bool by_reference) {
+  const int64_t n = int64_t{1} << 20;
+  const TransportStats before = transport_stats();
+  const int64_t worker1_copied_before = rpc_sync(1, &shared_tensors_sent);
+
+  const Tensor sent = pattern(n, 5).share_memory_();
+  require(sent.is_shared(), "share_memory_ left the tensor out of shared memory");
+  const Tensor back = rpc_sync(1, &echo_tensor, sent);
+  require_pattern(back, n, 5, "the echo of a shared tensor");
+  require((back.data_ptr() == sent.data_ptr()) == by_reference,
+          by_reference ? "the echo of a shared tensor is a copy" : "the echo is the sent memory off shared memory");
+  require(sent.storage().shared_memory()->messages_in_flight() == 0,
+          "messages still in flight after the echo: ", sent.storage().shared_memory()->messages_in_flight());
+
+  require(rpc_sync(1, &add_one_in_place, sent), "add_one_in_place");
+  require_pattern(sent, n, by_reference ? 6 : 5, "the caller's tensor after the callee added one in place");
+
+  // A view at an offset travels as that view; a non-contiguous one is copied.
+  const Tensor tail = untracked::slice(sent, 0, 1000, n);
+  require(rpc_sync(1, &sum_of, tail) == untracked::sum(tail).item<double>(), "the sum of a view at an offset");
+  const Tensor wide = untracked::transpose(untracked::reshape(sent, {1024, 1024}), 0, 1);
+  require(untracked::allclose(rpc_sync(1, &echo_tensor, wide), wide), "a transposed shared tensor came back different");
+
+  // Passed on by worker1 to worker2, who maps it through worker1.
+  require(rpc_sync(1, &sum_on, int64_t{2}, sent) == untracked::sum(sent).item<double>(), "worker2's sum");
+
+  // A result made in shared memory by the callee, which lets go of it once sent.
+  for (int64_t seed = 0; seed < 20; ++seed) {
+    const Tensor made = rpc_async(1, &make_shared_pattern, n, seed).get();
+    require_pattern(made, n, seed, "a result made in shared memory");
+    require(made.is_shared() == by_reference, "a result made in shared memory arrived ",
+            made.is_shared() ? "in" : "out of", " shared memory");
+  }
+  // Arguments dropped as soon as the call is made.
+  std::vector<Future<double>> sums;
+  for (int64_t seed = 0; seed < 20; ++seed) sums.push_back(rpc_async(1, &sum_of, pattern(n, seed).share_memory_()));
+  for (int64_t seed = 0; seed < 20; ++seed) {
+    const double expected = untracked::sum(pattern(n, seed)).item<double>();
+    require(sums[seed].get() == expected, "the sum of a dropped argument is ", sums[seed].get(), ", expected ",
+            expected);
+  }
+
+  const TransportStats after = transport_stats();
+  const int64_t worker1_copied = rpc_sync(1, &shared_tensors_sent) - worker1_copied_before;
+  say("sent by reference: ", after.referenced_tensors - before.referenced_tensors,
+      " tensors, copied into segments: ", after.shared_memory_tensors - before.shared_memory_tensors,
+      "; worker1 copied ", worker1_copied);
+  // By reference: echo, add_one_in_place, the view, sum_on and the 20 sums; the transposed view
+  // is copied, and so is its echo's reply.
+  require(after.referenced_tensors - before.referenced_tensors == (by_reference ? 24u : 0u),
+          "expected 24 tensors sent by reference, found ", after.referenced_tensors - before.referenced_tensors);
+  require(after.shared_memory_tensors - before.shared_memory_tensors == (by_reference ? 1u : 0u) &&
+              worker1_copied == (by_reference ? 1 : 0),
+          "only the transposed view and its echo should have been copied");
+}
+
+// Rank 0 sends tensors in shared memory (Tensor::share_memory_) to worker1, which passes one on to
+// worker2: on this host they travel by reference and are not copied (the echo comes back as the very
+// memory sent, an in-place change by the callee shows in the caller's tensor, a result the callee
+// made in shared memory arrives in it); on every other path they are copied as any tensor. Nothing
+// stays pinned or open once the tensors are dropped.
+int shared_tensors() {
+  return auto_init_rpc(
+      nullptr, rank_zero_only([] {
+        const bool by_reference = shared_memory_on();
+        rpc_sync(1, &echo_tensor, pattern(16, 0));  // opens the path both ways
+        rpc_sync(2, &echo_tensor, pattern(16, 0));
+        send_shared_tensors(by_reference);
+        for (int rank = 0; rank < 3; ++rank) {
+          const int64_t open = rank == 0 ? shared_tensor_descriptors() : rpc_sync(rank, &shared_tensor_descriptors);
+          require(open == 0, get_worker_name(rank), " still holds ", open, " descriptors of shared tensors");
+        }
+        say("shared tensors: ", by_reference ? "by reference" : "copied", "; no descriptor left open");
+      }));
+}
+
 // Every rank but 0 on the host of rank 0 (the same host identity) gets tensors through shared
 // memory and calls on the Unix socket; every other rank gets tensors in the messages, small calls
 // on TCP and large ones over gRPC. Run across network-namespace hosts by
@@ -320,6 +432,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
       {"hosts", hosts},
       {"local_socket_security", local_socket_security},
       {"bad_settings", bad_settings},
+      {"shared_tensors", shared_tensors},
   };
   return *table;
 }

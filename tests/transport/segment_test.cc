@@ -179,6 +179,58 @@ TEST(SharedMemoryLinks, AddingAPeerAgainReplacesItsLink) {
   EXPECT_FALSE(links.reads_from(0));
 }
 
+// Note [Shared tensors]: a tensor in shared memory is named, not copied, whatever its size; the
+// receiver's tensor views that memory.
+TEST(SharedMemoryLinks, ATensorInSharedMemoryIsNamedNotCopiedAndViewedInPlace) {
+  Links links(/*threshold=*/1 << 16, size_t{1} << 30);
+  links.add_peer(0, links.card());
+  const Tensor shared = floats(1000).share_memory_();
+  const Tensor tail = untracked::slice(shared, 0, 10, 1000);
+  const std::optional<SegmentRef> ref = links.put(0, tail);
+  ASSERT_TRUE(ref.has_value());
+  EXPECT_TRUE(ref->tensor_storage);
+  EXPECT_EQ(ref->byte_offset, 40u);
+  EXPECT_EQ(shared.storage().shared_memory()->messages_in_flight(), 1u);
+  EXPECT_EQ(links.counters().referenced_tensors.load(), 1u);
+  EXPECT_EQ(links.counters().shared_tensors.load(), 0u);
+  EXPECT_EQ(links.pool_size().first, 0u) << "no segment was needed";
+
+  const Tensor received = links.view(0, *ref, {990}, kFloat32);
+  EXPECT_EQ(shared.storage().shared_memory()->messages_in_flight(), 0u);
+  EXPECT_EQ(received.data_ptr(), tail.data_ptr()) << "this process's own memory was mapped again";
+  EXPECT_TRUE(received.is_shared());
+  untracked::fill_(received, 5.0);
+  EXPECT_EQ(shared.at<float>({10}), 5.0f);
+  EXPECT_EQ(shared.at<float>({9}), 9.0f);
+
+  // Not contiguous: copied into a segment, as any tensor of its size.
+  const Tensor columns = untracked::transpose(untracked::reshape(floats(1 << 16).share_memory_(), {256, 256}), 0, 1);
+  const std::optional<SegmentRef> copied = links.put(0, columns);
+  ASSERT_TRUE(copied.has_value());
+  EXPECT_FALSE(copied->tensor_storage);
+  EXPECT_TRUE(untracked::equal(links.view(0, *copied, {256, 256}, kFloat32), columns));
+}
+
+TEST(SharedMemoryLinks, AReferenceToSharedMemoryThatDoesNotFitIsRefused) {
+  Links links(/*threshold=*/1 << 16, size_t{1} << 30);
+  links.add_peer(0, links.card());
+  const Tensor shared = floats(1000).share_memory_();
+  const SegmentRef ref = *links.put(0, shared);
+  SegmentRef misaligned = ref;
+  misaligned.byte_offset = 2;
+  EXPECT_THAT(segment_error([&] { links.view(0, misaligned, {10}, kFloat32); }), HasSubstr("cannot start at byte 2"));
+  SegmentRef past_the_end = ref;
+  past_the_end.byte_offset = 3000;
+  EXPECT_THAT(segment_error([&] { links.view(0, past_the_end, {1000}, kFloat32); }), HasSubstr("cannot hold"));
+  // A segment named as a tensor's memory is not opened as one.
+  Segment segment(4096);
+  SegmentRef not_a_tensor = segment.ref(1);
+  not_a_tensor.tensor_storage = true;
+  EXPECT_THAT(segment_error([&] { links.view(0, not_a_tensor, {16}, kFloat32); }),
+              HasSubstr("is not a distgrad shared tensor"));
+  EXPECT_TRUE(untracked::equal(links.view(0, ref, {1000}, kFloat32), floats(1000)));
+}
+
 TEST(SharedMemoryLinks, AMalformedCardIsAnErrorNamingTheWorker) {
   Links links(1024, size_t{1} << 30);
   try {
@@ -188,13 +240,6 @@ TEST(SharedMemoryLinks, AMalformedCardIsAnErrorNamingTheWorker) {
     EXPECT_THAT(error.what(), HasSubstr("worker 3"));
     EXPECT_THAT(error.what(), HasSubstr("not numbers"));
   }
-}
-
-TEST(SharedMemoryLinks, TheHostIdentityNamesTheBootAndTheNamespaces) {
-  const std::string identity = host_identity();
-  EXPECT_EQ(identity, host_identity());
-  EXPECT_THAT(identity, HasSubstr("pid:["));
-  EXPECT_THAT(identity, HasSubstr("net:["));
 }
 
 }  // namespace
