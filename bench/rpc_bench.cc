@@ -10,7 +10,8 @@
 //               its bytes copied twice between touched buffers in one process; for 1float and
 //               1KB, latency/unix_ping_pong/SIZE and latency/tcp_ping_pong/SIZE are the socket
 //               floors: the same bytes back and forth between rank 0 and worker1 over a raw Unix
-//               socket and over loopback TCP (bench/socket_ping_pong.h). 1MB-shared and
+//               socket and over loopback TCP (bench/socket_ping_pong.h), and latency/self/SIZE
+//               rank 0's blocking echo off itself. 1MB-shared and
 //               64MB-shared echo a tensor in shared memory (Tensor::share_memory_), which
 //               travels by reference both ways (docs/rpc.md, "Tensors in shared memory").
 //   throughput  2 workers: tiny echoes with --window calls in flight for --duration_s seconds.
@@ -165,9 +166,14 @@ void run_latency() {
     if (workload.shared) tensor.share_memory_();
     const int repetitions = std::max(3, static_cast<int>(workload.repetitions * scale));
     const int warm_up = std::max(2, repetitions / 10);
-    for (const bool sync : {true, false}) {
+    // Echoes off worker1 blocking and through a future, and (tiny ones) off rank 0 itself.
+    for (const char* kind : {"sync", "async", "self"}) {
+      const std::string label = kind;
+      if (label == "self" && workload.elements > 256) continue;
       auto round_trip = [&] {
-        const dg::Tensor reply = sync ? rpc::rpc_sync(1, echo, tensor) : rpc::rpc_async(1, echo, tensor).get();
+        const dg::Tensor reply = label == "sync"    ? rpc::rpc_sync(1, echo, tensor)
+                                 : label == "async" ? rpc::rpc_async(1, echo, tensor).get()
+                                                    : rpc::rpc_sync(0, echo, tensor);
         DISTGRAD_CHECK(reply.numel() == workload.elements, "rpc_bench: the echo of ", workload.elements,
                        " elements came back with ", reply.numel());
       };
@@ -179,8 +185,7 @@ void run_latency() {
         round_trip();
         samples.push_back(seconds_between(start, Clock::now()));
       }
-      print_latency(std::string("latency/") + (sync ? "sync/" : "async/") + workload.label, std::move(samples),
-                    workload.elements * 4);
+      print_latency("latency/" + label + "/" + workload.label, std::move(samples), workload.elements * 4);
     }
     if (workload.shared) continue;  // its floors are those of the same size in private memory
     // The memcpy floor of a round trip: the bytes copied there and back between touched buffers.

@@ -49,7 +49,8 @@ WORLD_FOLDER = "<world folder>"
 # the defaults with blocking calls woken by the socket's reader thread (Note [Reading one's own reply]).
 OURS = {"distgrad": {}, "distgrad-cross-host": {"DISTGRAD_SAME_HOST": "0"}, "distgrad-grpc": {"DISTGRAD_GRPC_ONLY": "1"},
         "distgrad-traced": {"DISTGRAD_TRACE": WORLD_FOLDER},
-        "distgrad-reader-wakes": {"DISTGRAD_SOCKET_OWN_READS": "0"}}
+        "distgrad-reader-wakes": {"DISTGRAD_SOCKET_OWN_READS": "0"},
+        "distgrad-no-loopback": {"DISTGRAD_LOOPBACK": "0"}}
 # The suffix of a contender of OURS run from the --baseline build.
 BASELINE = "@baseline"
 # The rref mode's worlds: (workers, the workloads measured there).

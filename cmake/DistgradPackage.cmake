@@ -15,7 +15,8 @@ install(TARGETS ${distgrad_libraries} distgrad distgrad_run distgrad_trace_tool
 # Every header of the layers but the internal ones that include gRPC, protobuf's generated code
 # or CUDA (no public header includes them; tests/layering checks it).
 set(distgrad_internal_headers core/cpu core/cuda rendezvous/credentials.h rpc/call_client.h rpc/call_server.h
-                              rpc/call_socket.h rpc/frame.h rpc/interceptor_chain.h rpc/tensor_paths.h)
+                              rpc/call_socket.h rpc/frame.h rpc/interceptor_chain.h rpc/loopback.h
+                              rpc/tensor_paths.h)
 # The folder of each library (distgrad_NAME in NAME/); proto's headers are generated in the build
 # tree and included by .cc files only.
 list(TRANSFORM distgrad_libraries REPLACE "^distgrad_" "" OUTPUT_VARIABLE distgrad_layers)

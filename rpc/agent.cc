@@ -50,12 +50,14 @@ void read_switch(const char* name, bool* value) {
 RpcOptions with_environment(RpcOptions options) {
   bool grpc_only = false;
   read_switch("DISTGRAD_GRPC_ONLY", &grpc_only);
-  if (grpc_only) options.same_host = options.shared_memory = options.socket_calls = false;
+  if (grpc_only) options.same_host = options.shared_memory = options.socket_calls = options.loopback = false;
   read_switch("DISTGRAD_SAME_HOST", &options.same_host);
   read_switch("DISTGRAD_SHM", &options.shared_memory);
   read_switch("DISTGRAD_SOCKET_CALLS", &options.socket_calls);
   read_switch("DISTGRAD_SOCKET_OWN_READS", &options.socket_own_reads);
-  if (!options.same_host) options.shared_memory = false;
+  read_switch("DISTGRAD_LOOPBACK", &options.loopback);
+  if (!options.same_host) options.shared_memory = options.loopback = false;
+  if (!options.socket_calls) options.loopback = false;
   if (std::optional<uint64_t> bytes = rendezvous::getenv_bytes("DISTGRAD_SHM_THRESHOLD", "init_rpc")) {
     options.shared_memory_threshold = *bytes;
   }
@@ -206,9 +208,15 @@ void Agent::Impl::start() {
   std::vector<PeerAddress> peers;
   const std::vector<WorkerEntry> entries = directory->collect(options.init_timeout);
   for (int rank = 0; rank < world.world_size; ++rank) peers.push_back(link(rank, entries[rank]));
+  call_socket::Server::Handler serve_own_calls = nullptr;
+  if (options.loopback) {
+    serve_own_calls = [server = server.get()](grpc::ByteBuffer request, call_socket::Completion respond) {
+      server->serve_frame(std::move(request), std::move(respond));
+    };
+  }
   client = std::make_unique<CallClient>(CallClient::Setup{
       world, names, std::move(peers), token, credentials, options.device_maps, options.socket_frame_limit,
-      options.socket_own_reads, options.max_message_bytes, paths, interceptors});
+      options.socket_own_reads, options.max_message_bytes, paths, interceptors, std::move(serve_own_calls)});
   rrefs = std::make_shared<detail::RRefContext>(detail::RRefContext::Setup{
       world.rank, names, options.holder_check_interval,
       [this](int rank) {

@@ -48,6 +48,7 @@ namespace distgrad::rpc {
 // the messages, and the shared-memory segments it keeps for its peers.
 struct TransportStats {
   uint64_t socket_calls = 0, grpc_calls = 0;
+  uint64_t in_process_calls = 0;  // to itself, without a socket (Note [Calls to oneself] in rpc/loopback.h)
   uint64_t shared_memory_tensors = 0, shared_memory_bytes = 0;
   uint64_t referenced_tensors = 0, referenced_bytes = 0;
   uint64_t network_tensors = 0, network_bytes = 0;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/frame.h"
+#include "rpc/loopback.h"
 #include "rpc/registry.h"
 #include "trace/trace.h"
 
@@ -65,8 +66,9 @@ struct CallClient::Peer {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<grpc::GenericStub> stub;
   std::unique_ptr<grpc::internal::RpcMethod> method;  // registered on the channel, for blocking calls
-  // The call socket, connected on first use; null when it could not be.
-  std::unique_ptr<call_socket::Client> socket;
+  // The call socket, connected on first use (this worker's Loopback for itself); null when it
+  // could not be.
+  std::unique_ptr<call_socket::Channel> socket;
   bool socket_tried = false;
 };
 
@@ -108,15 +110,19 @@ CallClient::Peer& CallClient::peer(int rank) {
   return *peer;
 }
 
-call_socket::Client* CallClient::socket_for(int rank, const grpc::ByteBuffer& request,
-                                            std::chrono::milliseconds timeout) {
+call_socket::Channel* CallClient::socket_for(int rank, const grpc::ByteBuffer& request,
+                                             std::chrono::milliseconds timeout) {
   Peer& peer = this->peer(rank);
   const PeerAddress& address = peer.address;
-  if (address.socket.empty() || (!address.socket_takes_any_frame && request.Length() > setup_.socket_frame_limit)) {
+  if (!in_process(rank) &&
+      (address.socket.empty() || (!address.socket_takes_any_frame && request.Length() > setup_.socket_frame_limit))) {
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(peers_mutex_);
-  if (!peer.socket_tried) {
+  if (!peer.socket_tried && in_process(rank)) {
+    peer.socket_tried = true;
+    peer.socket = std::make_unique<Loopback>(setup_.serve_own_calls);
+  } else if (!peer.socket_tried) {
     peer.socket_tried = true;
     try {
       constexpr std::chrono::milliseconds kConnectTimeout = std::chrono::seconds(10);
@@ -259,7 +265,11 @@ RemoteError CallClient::call_error(int to, const std::string& function, const gr
   return RemoteError(to_status_code(status.error_code()), setup_.names[to], function, message);
 }
 
-Future<Encoded> CallClient::call_over_socket(call_socket::Client& socket, int to, const std::string& function,
+void CallClient::count_channel_call(int rank) {
+  (in_process(rank) ? in_process_calls_ : socket_calls_).fetch_add(1, std::memory_order_relaxed);
+}
+
+Future<Encoded> CallClient::call_over_socket(call_socket::Channel& socket, int to, const std::string& function,
                                              const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
                                              uint64_t trace_id) {
   struct SocketCall {
@@ -272,7 +282,7 @@ Future<Encoded> CallClient::call_over_socket(call_socket::Client& socket, int to
   state->trace_id = trace_id;
   Future<Encoded> future = state->promise.future();
   call_started(state.get(), nullptr);
-  socket_calls_.fetch_add(1, std::memory_order_relaxed);
+  count_channel_call(to);
   socket.call(request, timeout, [this, state, to](grpc::Status status, grpc::ByteBuffer reply) {
     try {
       if (!status.ok()) throw call_error(to, state->function, status);
@@ -291,7 +301,7 @@ Future<Encoded> CallClient::call_async(int to, OutgoingCall call, std::chrono::m
   const uint64_t trace_id = new_trace_id();
   grpc::ByteBuffer request = encode_request(to, call, trace_id);
   const auto start = std::chrono::steady_clock::now();
-  if (call_socket::Client* socket = socket_for(to, request, timeout)) {
+  if (call_socket::Channel* socket = socket_for(to, request, timeout)) {
     return call_over_socket(*socket, to, call.function, request, timeout, trace_id);
   }
   timeout = time_left(timeout, start);  // a failed first connection took some of it
@@ -325,13 +335,13 @@ Encoded CallClient::call_sync(int to, OutgoingCall call, std::chrono::millisecon
   const uint64_t trace_id = new_trace_id();
   const grpc::ByteBuffer request = encode_request(to, call, trace_id);
   const auto start = std::chrono::steady_clock::now();
-  if (call_socket::Client* socket = socket_for(to, request, timeout)) {
-    if (!setup_.socket_own_reads) {
+  if (call_socket::Channel* socket = socket_for(to, request, timeout)) {
+    if (!setup_.socket_own_reads && !in_process(to)) {
       Future<Encoded> reply = call_over_socket(*socket, to, call.function, request, timeout, trace_id);
       trace::Span wait("rpc", "wait for reply");
       return reply.get();
     }
-    socket_calls_.fetch_add(1, std::memory_order_relaxed);
+    count_channel_call(to);
     call_started(&request, nullptr);
     grpc::ByteBuffer reply;
     grpc::Status status;
@@ -385,6 +395,7 @@ grpc::Status CallClient::ping(int rank, std::chrono::milliseconds timeout) {
 
 void CallClient::add_to(TransportStats& stats) const {
   stats.socket_calls = socket_calls_.load(std::memory_order_relaxed);
+  stats.in_process_calls = in_process_calls_.load(std::memory_order_relaxed);
   stats.grpc_calls = grpc_calls_.load(std::memory_order_relaxed);
 }
 

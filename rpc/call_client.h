@@ -61,6 +61,9 @@ class CallClient {
     uint64_t max_message_bytes;  // RpcOptions::max_message_bytes, for replies
     TensorPaths& paths;
     const InterceptorChain& interceptors;
+    // This worker's own server, which its calls to itself are handed to (Note [Calls to oneself] in
+    // rpc/loopback.h); null: they go over the Unix socket like any other.
+    call_socket::Server::Handler serve_own_calls = nullptr;
   };
 
   explicit CallClient(Setup setup);
@@ -99,18 +102,22 @@ class CallClient {
   grpc::ByteBuffer encode_request(int to, OutgoingCall& call, uint64_t trace_id);
   Encoded decode_reply(int from, const std::string& function, const grpc::ByteBuffer& response, uint64_t trace_id);
   RemoteError call_error(int to, const std::string& function, const grpc::Status& status) const;
-  // The socket for a call of `request` to `rank`; null when it goes over gRPC. Connecting (on
-  // the first call) takes at most the call's `timeout` (and 10 s), so that a peer that does not
-  // answer fails the call at its deadline.
-  call_socket::Client* socket_for(int rank, const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
-  Future<Encoded> call_over_socket(call_socket::Client& socket, int to, const std::string& function,
+  // The channel for a call of `request` to `rank`: this worker's Loopback for itself, else its
+  // socket; null when it goes over gRPC. Connecting (on the first call) takes at most the call's
+  // `timeout` (and 10 s), so that a peer that does not answer fails the call at its deadline.
+  call_socket::Channel* socket_for(int rank, const grpc::ByteBuffer& request, std::chrono::milliseconds timeout);
+  // Whether calls to `rank` go through the Loopback.
+  bool in_process(int rank) const { return rank == setup_.world.rank && setup_.serve_own_calls != nullptr; }
+  // Counts a call to `rank` made through its channel.
+  void count_channel_call(int rank);
+  Future<Encoded> call_over_socket(call_socket::Channel& socket, int to, const std::string& function,
                                    const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
                                    uint64_t trace_id);
   void call_started(const void* call, grpc::ClientContext* context);
   void call_finished(const void* call);
 
   const Setup setup_;  // its `peers` are the addresses at the start; addresses_ the current ones
-  std::atomic<uint64_t> socket_calls_{0}, grpc_calls_{0};
+  std::atomic<uint64_t> socket_calls_{0}, grpc_calls_{0}, in_process_calls_{0};
   std::mutex peers_mutex_;                                            // guards addresses_, peers_ and retired_peers_
   std::vector<PeerAddress> addresses_ ABSL_GUARDED_BY(peers_mutex_);  // by rank
   std::vector<std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mutex_);

@@ -128,7 +128,24 @@ class Server {
   bool stopping_ ABSL_GUARDED_BY(connections_mutex_) = false;
 };
 
-class Client {
+// What a call goes through when not over gRPC: a socket's Client, or the Loopback of a worker's
+// calls to itself (rpc/loopback.h).
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Sends a request; `done` runs once with the reply or the status: DEADLINE_EXCEEDED after
+  // `timeout` (0: none), UNAVAILABLE or the close()'s status when the channel closes first.
+  virtual void call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) = 0;
+  // The same call, waiting for the reply on this thread.
+  virtual grpc::Status call_sync(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
+                                 grpc::ByteBuffer* reply) = 0;
+  // False once the channel closed.
+  virtual bool is_open() const = 0;
+  // Closes the channel; calls in flight complete with `why`. Idempotent.
+  virtual void close(const grpc::Status& why) = 0;
+};
+
+class Client : public Channel {
  public:
   // Connects to `address` ("unix:NAME" or "tcp:HOST:PORT") and presents `token`; throws
   // distgrad::Error naming what failed (no such socket, refused, no answer within `timeout`).
@@ -136,20 +153,19 @@ class Client {
   // call with RESOURCE_EXHAUSTED.
   Client(const std::string& address, const std::string& token, std::chrono::milliseconds timeout,
          uint64_t max_reply_bytes = 0);
-  ~Client();  // close(): calls in flight complete with CANCELLED
+  ~Client() override;  // close(): calls in flight complete with CANCELLED
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Sends a request; `done` runs once, on the thread reading the connection (Note [Reading one's
-  // own reply]; inline when the connection is closed), with the reply or the status:
-  // DEADLINE_EXCEEDED after `timeout` (0: none), UNAVAILABLE when the connection closes first.
-  void call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done);
-  // The same call, waiting for the reply on this thread, which reads it itself when it can.
-  grpc::Status call_sync(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, grpc::ByteBuffer* reply);
+  // Channel::call; `done` runs on the thread reading the connection (Note [Reading one's own
+  // reply]; inline when the connection is closed).
+  void call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, Completion done) override;
+  // Channel::call_sync; this thread reads the reply itself when it can.
+  grpc::Status call_sync(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
+                         grpc::ByteBuffer* reply) override;
   // False once the connection closed (the server went away, or close()).
-  bool is_open() const;
-  // Closes the connection; calls in flight complete with `why`. Idempotent.
-  void close(const grpc::Status& why);
+  bool is_open() const override;
+  void close(const grpc::Status& why) override;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -68,13 +68,17 @@ struct RpcOptions {
   // thread reads the socket, instead of being woken by the socket's reader thread (Note [Reading
   // one's own reply] in rpc/call_socket.h).
   bool socket_own_reads = true;
+  // A worker's calls to itself skip the socket: the request is handed to its own server and the
+  // reply back in the process (Note [Calls to oneself] in rpc/loopback.h). Only with socket calls
+  // on and same_host (otherwise calls to oneself take the same path as calls to others).
+  bool loopback = true;
   // The largest message this worker accepts, a request from a caller or a reply to its own call,
   // in bytes (0 = no limit; tensors that travel through shared memory do not count). A larger
   // one fails its call with RESOURCE_EXHAUSTED naming both sizes, and is never held in memory
   // (over gRPC it is cut off by gRPC; on a call socket its bytes are read past).
   uint64_t max_message_bytes = 0;
   // The environment overrides these: DISTGRAD_SAME_HOST, DISTGRAD_SHM, DISTGRAD_SOCKET_CALLS,
-  // DISTGRAD_SOCKET_OWN_READS (0 or 1), DISTGRAD_SHM_THRESHOLD and DISTGRAD_MAX_MESSAGE_BYTES
+  // DISTGRAD_SOCKET_OWN_READS, DISTGRAD_LOOPBACK (0 or 1), DISTGRAD_SHM_THRESHOLD and DISTGRAD_MAX_MESSAGE_BYTES
   // (bytes), and DISTGRAD_GRPC_ONLY=1 turns every fast path off.
 };
 

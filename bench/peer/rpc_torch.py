@@ -66,12 +66,19 @@ def run_latency(args):
         tensor = torch.ones(elements)
         repetitions = max(3, int(repetitions * args.repetitions_scale))
         warm_up = max(2, repetitions // 10)
-        for sync in (True, False):
+        # Echoes off worker1 blocking and through a future, and (tiny ones) off worker0 itself, as
+        # rpc_bench.cc's run_latency.
+        for kind in ("sync", "async", "self"):
+            if kind == "self" and elements > 256:
+                continue
+
             def round_trip():
-                if sync:
+                if kind == "sync":
                     reply = rpc.rpc_sync("worker1", echo, args=(tensor,))
-                else:
+                elif kind == "async":
                     reply = rpc.rpc_async("worker1", echo, args=(tensor,)).wait()
+                else:
+                    reply = rpc.rpc_sync("worker0", echo, args=(tensor,))
                 assert reply.numel() == elements, f"the echo of {elements} elements came back with {reply.numel()}"
 
             for _ in range(warm_up):
@@ -82,7 +89,7 @@ def run_latency(args):
                 round_trip()
                 samples.append(time.perf_counter() - start)
             samples.sort()
-            emit({"name": f"latency/{'sync' if sync else 'async'}/{label}", "seconds_per_iter": quantile(samples, 0.5),
+            emit({"name": f"latency/{kind}/{label}", "seconds_per_iter": quantile(samples, 0.5),
                   "p10": quantile(samples, 0.1), "p90": quantile(samples, 0.9), "repetitions": repetitions,
                   "bytes": elements * 4}, args)
 

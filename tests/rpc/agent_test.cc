@@ -94,6 +94,12 @@ TEST(AgentCalls, EveryCodecTypeRoundTripsThroughAnotherWorkerAndItself) {
   EXPECT_THAT(results[0].output, HasSubstr("values round-tripped through worker1 and worker0")) << results[0];
 }
 
+TEST(AgentCalls, CallsToItselfAnswerWithArgumentsOfTheirOwnAndKeepDeadlines) {
+  const std::vector<ProcessResult> results = run_scenario("self_calls", 2);
+  ASSERT_TRUE(all_succeeded(results));
+  EXPECT_THAT(results[0].output, HasSubstr("calls to itself:")) << results[0];
+}
+
 TEST(AgentCalls, AsyncFanOutOfTenThousandCalls) {
   const std::vector<ProcessResult> results = run_scenario("fanout", 2);
   ASSERT_TRUE(all_succeeded(results));

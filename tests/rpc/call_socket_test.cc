@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/core/test_util.h"
+#include "tests/rpc/frame_text.h"
 #include "tests/rpc/raw_call_socket.h"
 
 namespace distgrad::rpc::call_socket {
@@ -56,7 +57,9 @@ bool eventually(F&& condition, std::chrono::milliseconds timeout = 5s) {
 // A plain connection to the server's Unix socket (no token sent); -1 when none could be made.
 int connect_raw(const Server& server) { return testing::connect_raw(server.name()); }
 
+using testing::bytes_of;
 using testing::hello_header;
+using testing::text_of;
 
 void send_all(int fd, const std::string& bytes) {
   ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
@@ -197,19 +200,6 @@ TEST(CallSocketClient, AReplyOverItsLimitFailsItsCallAndTheConnectionServesOn) {
   const auto [served, reply_bytes] = call_with(client, 10);
   EXPECT_TRUE(served.ok()) << served.error_message();
   EXPECT_EQ(reply_bytes, 10u);
-}
-
-grpc::ByteBuffer bytes_of(const std::string& text) {
-  grpc::Slice slice(text);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string text_of(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
-  std::string text;
-  for (const grpc::Slice& slice : slices) text.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  return text;
 }
 
 // An echo server that answers "slow..." requests after 200 ms, on a thread of its own.

@@ -911,6 +911,58 @@ int bad_arguments() {
       test_options());
 }
 
+// For self_calls: adds one to its argument in place and returns its sum; calls itself once more
+// when `depth` > 0.
+double add_one_and_sum(Tensor x, int64_t depth) {
+  untracked::add_(x, 1.0);
+  if (depth > 0) rpc_sync(get_rank(), &add_one_and_sum, x, depth - 1);
+  return untracked::sum(x).item<double>();
+}
+DISTGRAD_REMOTE(add_one_and_sum);
+
+// Whether the 0/1 variable `name` is not set to `off`.
+bool not_set_to(const char* name, const char* off) {
+  const char* setting = std::getenv(name);
+  return setting == nullptr || std::string(setting) != off;
+}
+
+// Rank 0 calls itself (Note [Calls to oneself] in rpc/loopback.h): blocking, asynchronous and
+// nested calls get their answers, each callee has its own arguments (the caller's tensors, small
+// ones in the frame and large ones in shared memory, are left alone), deadlines hold, and the calls
+// skip the socket unless a fast path is off.
+int self_calls() {
+  return auto_init_rpc(
+      nullptr, rank_zero_only([] {
+        const bool loopback = not_set_to("DISTGRAD_GRPC_ONLY", "1") && not_set_to("DISTGRAD_SAME_HOST", "0") &&
+                              not_set_to("DISTGRAD_SOCKET_CALLS", "0") && not_set_to("DISTGRAD_LOOPBACK", "0");
+        const TransportStats before = transport_stats();
+        for (const int64_t n : {int64_t{16}, int64_t{1} << 18}) {
+          const Tensor x = zeros({n});
+          const auto expected = static_cast<double>(n);
+          require(rpc_sync(0, &add_one_and_sum, x, int64_t{0}) == expected, "a blocking call to itself");
+          require(rpc_async(0, &add_one_and_sum, x, int64_t{0}).get() == expected, "an asynchronous call to itself");
+          require(rpc_sync(0, &add_one_and_sum, x, int64_t{2}) == expected, "a nested call to itself");
+          require(untracked::sum(x).item<double>() == 0, "a call to itself changed the caller's tensor of ", n,
+                  " elements");
+        }
+        const Clock::time_point start = Clock::now();
+        expect_remote_error("a blocking call to itself past its deadline", StatusCode::kDeadlineExceeded,
+                            [] { rpc_sync_with_timeout(0, 200ms, &sleep_then_return, int64_t{3000}); });
+        expect_remote_error("an asynchronous call to itself past its deadline", StatusCode::kDeadlineExceeded,
+                            [] { rpc_async_with_timeout(0, 200ms, &sleep_then_return, int64_t{3000}).get(); });
+        require(seconds_since(start) < 2.5, "two 200 ms deadlines took ", seconds_since(start), " s");
+        const TransportStats after = transport_stats();
+        const uint64_t in_process = after.in_process_calls - before.in_process_calls;
+        const uint64_t on_socket = after.socket_calls - before.socket_calls;
+        say("calls to itself: ", in_process, " in the process, ", on_socket, " on a socket");
+        // 2 sizes x (1 + 1 + 3 nested) calls, and the two past their deadline.
+        require(in_process == (loopback ? 12u : 0u), "expected ", loopback ? 12 : 0, " calls in the process, found ",
+                in_process);
+        require(!loopback || on_socket == 0, on_socket, " calls to itself took the socket");
+      }),
+      test_options());
+}
+
 int timeouts() {
   return auto_init_rpc(
       nullptr, rank_zero_only([] {
@@ -1374,6 +1426,7 @@ const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
       {"rendezvous", rendezvous},
       {"codecs", codecs},
+      {"self_calls", self_calls},
       {"fanout", fanout},
       {"nested", nested},
       {"early_calls", early_calls},
