@@ -30,6 +30,8 @@
 
 ABSL_FLAG(int, warmup, 5, "outer iterations before timing");
 ABSL_FLAG(bool, local, false, "one process, no RPC: the tasks adapted in turn");
+ABSL_FLAG(int, num_worker_threads, distgrad::rpc::RpcOptions{}.num_worker_threads,
+          "each rank's executor threads (RpcOptions::num_worker_threads)");
 ABSL_FLAG(bool, reissue_lost_partitions, false,
           "the map-reduce calls under RemoteCallOptions::reissue_lost_partitions");
 
@@ -88,13 +90,17 @@ void run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("maml_bench [--local] [--warmup 5] [--iterations 30] (one process per rank)");
+  absl::SetProgramUsageMessage(
+      "maml_bench [--local] [--warmup 5] [--iterations 30] [--num_worker_threads 16] (one process per rank)");
   absl::SetFlag(&FLAGS_iterations, 30);  // timed outer iterations (the examples' default is 2000)
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_local)) {
     run();
     return 0;
   }
-  return dg::auto_init_rpc([] { dg::manual_seed(absl::GetFlag(FLAGS_seed) + dg::get_rank()); },
-                           dg::rank_zero_only(run));
+  dg::rpc::RpcOptions options;
+  options.num_worker_threads = absl::GetFlag(FLAGS_num_worker_threads);
+  options.max_worker_threads = std::max(options.max_worker_threads, options.num_worker_threads);
+  return dg::auto_init_rpc([] { dg::manual_seed(absl::GetFlag(FLAGS_seed) + dg::get_rank()); }, dg::rank_zero_only(run),
+                           options);
 }
