@@ -4,10 +4,12 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -56,6 +58,7 @@ struct Loopback::Calls {
     }
     const uint64_t id = next_id++;
     pending.emplace(id, std::move(call));
+    ++serving;  // the caller goes on to serve it: served() ends that
     if (timer_deadline) {
       deadlines.emplace(*timer_deadline, id);
       if (!timer.joinable()) timer = std::thread([this] { keep_deadlines(); });
@@ -86,17 +89,39 @@ struct Loopback::Calls {
     done(status, std::move(reply));
   }
 
+  // Hands request `id` to `serve`; a server that cannot take it (its executor stopped) fails
+  // the call instead of its caller.
+  void serve(const call_socket::Server::Handler& serve, const std::shared_ptr<Calls>& self, uint64_t id,
+             const grpc::ByteBuffer& request) {
+    try {
+      serve(copy_of(request), [calls = self, id](grpc::Status status, grpc::ByteBuffer reply) {
+        calls->complete(id, status, status.ok() ? copy_of(reply) : grpc::ByteBuffer());
+      });
+    } catch (const std::exception& error) {
+      complete(id,
+               grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string("this worker cannot serve it: ") + error.what()),
+               {});
+    }
+    std::lock_guard<std::mutex> lock(calls_mutex);
+    if (--serving == 0) changed.notify_all();
+  }
+
   // A blocking call `id` whose deadline passed: out of pending_ unless its reply came first.
   bool give_up(uint64_t id) {
     std::lock_guard<std::mutex> lock(calls_mutex);
     return pending.erase(id) > 0;
   }
 
+  // Fails every call in flight, then waits until no caller is still handing one to the server
+  // (after close() returns, the server is never called again).
   void close(const grpc::Status& why) {
     std::vector<call_socket::Completion> to_fail;
     {
-      std::lock_guard<std::mutex> lock(calls_mutex);
-      if (!open) return;
+      std::unique_lock<std::mutex> lock(calls_mutex);
+      if (!open) {
+        changed.wait(lock, [this] { return serving == 0; });
+        return;
+      }
       open = false;
       closed_because = why;
       for (auto& [id, call] : pending) {
@@ -112,6 +137,8 @@ struct Loopback::Calls {
       changed.notify_all();
     }
     for (call_socket::Completion& done : to_fail) done(why, {});
+    std::unique_lock<std::mutex> lock(calls_mutex);
+    changed.wait(lock, [this] { return serving == 0; });
   }
 
   // The timer thread: fails the call()s whose deadline passed, sleeping until the earliest.
@@ -138,9 +165,11 @@ struct Loopback::Calls {
   std::map<uint64_t, Pending> pending ABSL_GUARDED_BY(calls_mutex);
   std::set<std::pair<Clock::time_point, uint64_t>> deadlines ABSL_GUARDED_BY(calls_mutex);  // of call()s
   uint64_t next_id ABSL_GUARDED_BY(calls_mutex) = 1;
+  int serving ABSL_GUARDED_BY(calls_mutex) = 0;  // callers between add() and the end of serve()
   bool open ABSL_GUARDED_BY(calls_mutex) = true;
   grpc::Status closed_because ABSL_GUARDED_BY(calls_mutex);
-  // Notified when a blocking call's slot fills, a deadline is added, or it closes.
+  // Notified when a blocking call's slot fills, a deadline is added, it closes, or the last
+  // caller handing a request to the server is done.
   std::condition_variable changed;
   std::thread timer ABSL_GUARDED_BY(calls_mutex);  // started by the first call() with a deadline
 };
@@ -164,9 +193,7 @@ void Loopback::call(const grpc::ByteBuffer& request, std::chrono::milliseconds t
   Calls::Pending call{.done = std::move(done)};
   const std::optional<uint64_t> id = calls_->add(call, deadline, &closed);
   if (!id) return call.done(closed, {});
-  serve_(copy_of(request), [calls = calls_, id = *id](grpc::Status status, grpc::ByteBuffer reply) {
-    calls->complete(id, status, status.ok() ? copy_of(reply) : grpc::ByteBuffer());
-  });
+  calls_->serve(serve_, calls_, *id, request);
 }
 
 grpc::Status Loopback::call_sync(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout,
@@ -176,9 +203,7 @@ grpc::Status Loopback::call_sync(const grpc::ByteBuffer& request, std::chrono::m
   grpc::Status closed;
   const std::optional<uint64_t> id = calls_->add(call, std::nullopt, &closed);
   if (!id) return closed;
-  serve_(copy_of(request), [calls = calls_, id = *id](grpc::Status status, grpc::ByteBuffer reply) {
-    calls->complete(id, status, status.ok() ? copy_of(reply) : grpc::ByteBuffer());
-  });
+  calls_->serve(serve_, calls_, *id, request);
   std::unique_lock<std::mutex> lock(calls_->calls_mutex);
   const auto arrived = [&slot] { return slot.done; };
   if (timeout.count() > 0) {

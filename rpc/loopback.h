@@ -15,9 +15,10 @@
 //
 // Deadlines: a blocking call waits for its reply until its deadline; the deadlines of call()s are
 // kept by a timer thread, started by the first call() that has one, which sleeps until the
-// earliest. close() fails every call in flight with its status; a reply that comes after its call
-// ended (past its deadline, closed) is dropped. RpcOptions::loopback (DISTGRAD_LOOPBACK) off sends
-// calls to oneself over the Unix socket again.
+// earliest. close() fails every call in flight with its status and returns once no caller is
+// still handing a request to the server (so the agent may stop its executor after closing); a
+// reply that comes after its call ended (past its deadline, closed) is dropped. RpcOptions::loopback
+// (DISTGRAD_LOOPBACK) off sends calls to oneself over the Unix socket again.
 //
 //   Loopback loopback([&](grpc::ByteBuffer request, call_socket::Completion respond) { ... });
 //   loopback.call(request, 60s, [](grpc::Status status, grpc::ByteBuffer reply) { ... });

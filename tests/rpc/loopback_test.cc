@@ -12,6 +12,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -140,6 +141,32 @@ TEST(Loopback, CloseFailsTheCallsInFlightAndLaterOnesAtOnce) {
                 [&](grpc::Status status, grpc::ByteBuffer) { later.set_value(status.error_code()); });
   EXPECT_EQ(later.get_future().get(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(loopback.call_sync(bytes_of("after"), 5s, &reply).error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST(Loopback, AServerThatCannotTakeACallFailsItAndCloseWaitsForTheHandOver) {
+  Loopback refusing(
+      [](grpc::ByteBuffer, call_socket::Completion) { throw std::runtime_error("submit after shutdown"); });
+  grpc::ByteBuffer reply;
+  const grpc::Status refused = refusing.call_sync(bytes_of("x"), 5s, &reply);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("submit after shutdown"));
+  std::promise<grpc::StatusCode> failed;
+  refusing.call(bytes_of("x"), 5s,
+                [&](grpc::Status status, grpc::ByteBuffer) { failed.set_value(status.error_code()); });
+  EXPECT_EQ(failed.get_future().get(), grpc::StatusCode::UNAVAILABLE);
+
+  // close() returns only once the caller handing a request over is done with the server.
+  std::atomic<bool> handing_over{false}, handed_over{false};
+  Loopback slow_hand_over([&](grpc::ByteBuffer, call_socket::Completion) {
+    handing_over = true;
+    std::this_thread::sleep_for(200ms);
+    handed_over = true;
+  });
+  std::thread caller([&] { slow_hand_over.call(bytes_of("x"), 0ms, [](grpc::Status, grpc::ByteBuffer) {}); });
+  while (!handing_over) std::this_thread::sleep_for(1ms);
+  slow_hand_over.close(grpc::Status(grpc::StatusCode::CANCELLED, "RPC is shutting down"));
+  EXPECT_TRUE(handed_over) << "close() returned while a caller was still in the server";
+  caller.join();
 }
 
 }  // namespace
