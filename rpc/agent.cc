@@ -208,15 +208,10 @@ void Agent::Impl::start() {
   std::vector<PeerAddress> peers;
   const std::vector<WorkerEntry> entries = directory->collect(options.init_timeout);
   for (int rank = 0; rank < world.world_size; ++rank) peers.push_back(link(rank, entries[rank]));
-  call_socket::Server::Handler serve_own_calls = nullptr;
-  if (options.loopback) {
-    serve_own_calls = [server = server.get()](grpc::ByteBuffer request, call_socket::Completion respond) {
-      server->serve_frame(std::move(request), std::move(respond));
-    };
-  }
-  client = std::make_unique<CallClient>(CallClient::Setup{
-      world, names, std::move(peers), token, credentials, options.device_maps, options.socket_frame_limit,
-      options.socket_own_reads, options.max_message_bytes, paths, interceptors, std::move(serve_own_calls)});
+  client = std::make_unique<CallClient>(
+      CallClient::Setup{world, names, std::move(peers), token, credentials, options.device_maps,
+                        options.socket_frame_limit, options.socket_own_reads, options.max_message_bytes, paths,
+                        interceptors, options.loopback ? server->frame_handler() : nullptr});
   rrefs = std::make_shared<detail::RRefContext>(detail::RRefContext::Setup{
       world.rank, names, options.holder_check_interval,
       [this](int rank) {

@@ -104,25 +104,23 @@ int CallServer::start(const std::string& bind_host) {
                  bind_host);
   if (setup_.socket_calls) {
     // TCP beside the Unix socket unless TLS is on (the socket protocol has no encryption).
-    socket_server_ = std::make_unique<call_socket::Server>(
-        setup_.token,
-        [this](grpc::ByteBuffer request, call_socket::Completion respond) {
-          serve_frame(std::move(request), std::move(respond));
-        },
-        setup_.credentials.tls ? "" : bind_host,
-        call_socket::ServerLimits{.max_request_bytes = setup_.max_message_bytes});
+    socket_server_ =
+        std::make_unique<call_socket::Server>(setup_.token, frame_handler(), setup_.credentials.tls ? "" : bind_host,
+                                              call_socket::ServerLimits{.max_request_bytes = setup_.max_message_bytes});
   }
   return port;
 }
 
-void CallServer::serve_frame(grpc::ByteBuffer request, call_socket::Completion respond) {
-  const int64_t arrived_ns = trace::enabled() ? trace::now_ns() : 0;
-  setup_.executor.submit([this, request = std::move(request), respond = std::move(respond), arrived_ns] {
-    if (!wait_until_calls_open()) return respond(not_serving(), {});
-    grpc::ByteBuffer response;
-    const grpc::Status status = serve(request, &response, arrived_ns);
-    respond(status, std::move(response));
-  });
+call_socket::Server::Handler CallServer::frame_handler() {
+  return [this](grpc::ByteBuffer request, call_socket::Completion respond) {
+    const int64_t arrived_ns = trace::enabled() ? trace::now_ns() : 0;
+    setup_.executor.submit([this, request = std::move(request), respond = std::move(respond), arrived_ns] {
+      if (!wait_until_calls_open()) return respond(not_serving(), {});
+      grpc::ByteBuffer response;
+      const grpc::Status status = serve(request, &response, arrived_ns);
+      respond(status, std::move(response));
+    });
+  };
 }
 
 std::string CallServer::socket_name() const { return socket_server_ ? socket_server_->name() : ""; }

@@ -69,7 +69,7 @@ class CallServer {
   int start(const std::string& bind_host);
   // What the call socket's server does with a request frame (queues it on the executor, which
   // serves it and responds); also the server of a worker's calls to itself (rpc/loopback.h).
-  void serve_frame(grpc::ByteBuffer request, call_socket::Completion respond);
+  call_socket::Server::Handler frame_handler();
   // The call socket's Unix name and TCP port, for the rendezvous entry (empty and 0 when none).
   std::string socket_name() const;
   int socket_tcp_port() const;

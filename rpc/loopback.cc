@@ -44,23 +44,25 @@ struct Loopback::Calls {
     grpc::ByteBuffer reply;
   };
   struct Pending {
-    call_socket::Completion done;  // a call(); null for a blocking call
-    Slot* slot = nullptr;          // a blocking call's
+    call_socket::Completion done;                    // a call(); null for a blocking call
+    Slot* slot = nullptr;                            // a blocking call's
+    std::optional<Clock::time_point> deadline = {};  // a call()'s, kept by the timer
   };
 
-  // Registers a call (taking `call` over), with its deadline for the timer when `timer_deadline`
-  // is set; nullopt when closed (then `closed` says why and `call` is left as it was).
-  std::optional<uint64_t> add(Pending& call, std::optional<Clock::time_point> timer_deadline, grpc::Status* closed) {
+  // Registers a call (taking `call` over); nullopt when closed (then `closed` says why and `call`
+  // is left as it was).
+  std::optional<uint64_t> add(Pending& call, grpc::Status* closed) {
     std::lock_guard<std::mutex> lock(calls_mutex);
     if (!open) {
       *closed = closed_because;
       return std::nullopt;
     }
     const uint64_t id = next_id++;
+    const std::optional<Clock::time_point> deadline = call.deadline;
     pending.emplace(id, std::move(call));
-    ++serving;  // the caller goes on to serve it: served() ends that
-    if (timer_deadline) {
-      deadlines.emplace(*timer_deadline, id);
+    ++serving;  // the caller goes on to serve it: serve() ends that
+    if (deadline) {
+      deadlines.emplace(*deadline, id);
       if (!timer.joinable()) timer = std::thread([this] { keep_deadlines(); });
       changed.notify_all();
     }
@@ -74,7 +76,7 @@ struct Loopback::Calls {
       std::lock_guard<std::mutex> lock(calls_mutex);
       const auto found = pending.find(id);
       if (found == pending.end()) return;  // ended already: past its deadline, or closed
-      std::erase_if(deadlines, [id](const auto& deadline) { return deadline.second == id; });
+      if (found->second.deadline) deadlines.erase({*found->second.deadline, id});
       if (Slot* slot = found->second.slot) {
         slot->done = true;
         slot->status = status;
@@ -188,10 +190,9 @@ Loopback::~Loopback() {
 
 void Loopback::call(const grpc::ByteBuffer& request, std::chrono::milliseconds timeout, call_socket::Completion done) {
   grpc::Status closed;
-  const std::optional<Clock::time_point> deadline =
-      timeout.count() > 0 ? std::optional(Clock::now() + timeout) : std::nullopt;
   Calls::Pending call{.done = std::move(done)};
-  const std::optional<uint64_t> id = calls_->add(call, deadline, &closed);
+  if (timeout.count() > 0) call.deadline = Clock::now() + timeout;
+  const std::optional<uint64_t> id = calls_->add(call, &closed);
   if (!id) return call.done(closed, {});
   calls_->serve(serve_, calls_, *id, request);
 }
@@ -201,7 +202,7 @@ grpc::Status Loopback::call_sync(const grpc::ByteBuffer& request, std::chrono::m
   Calls::Slot slot;
   Calls::Pending call{.slot = &slot};
   grpc::Status closed;
-  const std::optional<uint64_t> id = calls_->add(call, std::nullopt, &closed);
+  const std::optional<uint64_t> id = calls_->add(call, &closed);
   if (!id) return closed;
   calls_->serve(serve_, calls_, *id, request);
   std::unique_lock<std::mutex> lock(calls_->calls_mutex);

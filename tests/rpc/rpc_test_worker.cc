@@ -920,12 +920,6 @@ double add_one_and_sum(Tensor x, int64_t depth) {
 }
 DISTGRAD_REMOTE(add_one_and_sum);
 
-// Whether the 0/1 variable `name` is not set to `off`.
-bool not_set_to(const char* name, const char* off) {
-  const char* setting = std::getenv(name);
-  return setting == nullptr || std::string(setting) != off;
-}
-
 // Rank 0 calls itself (Note [Calls to oneself] in rpc/loopback.h): blocking, asynchronous and
 // nested calls get their answers, each callee has its own arguments (the caller's tensors, small
 // ones in the frame and large ones in shared memory, are left alone), deadlines hold, and the calls
@@ -933,8 +927,7 @@ bool not_set_to(const char* name, const char* off) {
 int self_calls() {
   return auto_init_rpc(
       nullptr, rank_zero_only([] {
-        const bool loopback = not_set_to("DISTGRAD_GRPC_ONLY", "1") && not_set_to("DISTGRAD_SAME_HOST", "0") &&
-                              not_set_to("DISTGRAD_SOCKET_CALLS", "0") && not_set_to("DISTGRAD_LOOPBACK", "0");
+        const bool loopback = testing::loopback_on();
         const TransportStats before = transport_stats();
         for (const int64_t n : {int64_t{16}, int64_t{1} << 18}) {
           const Tensor x = zeros({n});

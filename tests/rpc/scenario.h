@@ -95,6 +95,21 @@ inline int64_t heap_in_use_bytes() {
   return static_cast<int64_t>(info.uordblks + info.hblkhd) - static_cast<int64_t>(cached_cpu_bytes_of_every_thread());
 }
 
+// What the fast paths' variables (docs/rpc.md, "Fast paths") say a scenario should expect: whether
+// the 0/1 variable `name` is unset or not 0 (DISTGRAD_GRPC_ONLY: whether it is not 1).
+inline bool switched_on(const char* name) {
+  const char* setting = std::getenv(name);
+  if (std::string(name) == "DISTGRAD_GRPC_ONLY") return setting == nullptr || std::string(setting) != "1";
+  return setting == nullptr || std::string(setting) != "0";
+}
+inline bool grpc_only() { return !switched_on("DISTGRAD_GRPC_ONLY"); }
+// Whether peers on this host count as such, shared memory is on, sockets take calls, and calls to
+// oneself skip the socket (RpcOptions::loopback).
+inline bool same_host_on() { return !grpc_only() && switched_on("DISTGRAD_SAME_HOST"); }
+inline bool shared_memory_on() { return same_host_on() && switched_on("DISTGRAD_SHM"); }
+inline bool socket_calls_on() { return !grpc_only() && switched_on("DISTGRAD_SOCKET_CALLS"); }
+inline bool loopback_on() { return same_host_on() && socket_calls_on() && switched_on("DISTGRAD_LOOPBACK"); }
+
 // The Store key under which the agent publishes `rank`'s rendezvous entry (Note [Rendezvous entry]
 // in rpc/agent.cc).
 inline std::string rendezvous_entry_key(int rank) {

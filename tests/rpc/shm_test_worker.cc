@@ -41,19 +41,10 @@ using namespace std::chrono_literals;
 using testing::connect_raw;
 using testing::Failure;
 using testing::require;
+using testing::same_host_on;
 using testing::say;
-
-// Whether the 0/1 variable `name` is unset or not 0 (DISTGRAD_GRPC_ONLY: whether it is not 1).
-bool switched_on(const char* name) {
-  const char* setting = std::getenv(name);
-  if (std::string(name) == "DISTGRAD_GRPC_ONLY") return setting == nullptr || std::string(setting) != "1";
-  return setting == nullptr || std::string(setting) != "0";
-}
-bool grpc_only() { return !switched_on("DISTGRAD_GRPC_ONLY"); }
-// Whether peers on this host count as such, shared memory is on, sockets take calls.
-bool same_host_on() { return !grpc_only() && switched_on("DISTGRAD_SAME_HOST"); }
-bool shared_memory_on() { return same_host_on() && switched_on("DISTGRAD_SHM"); }
-bool socket_calls_on() { return !grpc_only() && switched_on("DISTGRAD_SOCKET_CALLS"); }
+using testing::shared_memory_on;
+using testing::socket_calls_on;
 
 // The tensor a call with `seed` sends: n float32 values that depend on the seed and the index.
 Tensor pattern(int64_t n, int64_t seed) {
